@@ -1,0 +1,14 @@
+# Benchmarks (make bench, GPU only): CUDA micro-benchmarks and the lms-bench driver.
+BENCH_DIR := $(BUILD)/tools/bench
+
+$(BENCH_DIR)/%: tools/bench/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -o $@ $<
+
+$(BENCH_DIR)/lms-bench: tools/bench/lms-bench
+	@mkdir -p $(@D)
+	ln -sf $(abspath $<) $@
+
+BENCH_PROGRAMS := $(BENCH_DIR)/launch_cost $(BENCH_DIR)/pinned_bandwidth
+ALL_TARGETS += $(BENCH_PROGRAMS)
+BENCHES += $(BENCH_DIR)/lms-bench
