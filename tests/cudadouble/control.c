@@ -1,0 +1,562 @@
+/* The double's configuration, its call counters and fault injection, its log, and the
+ * device and context entry points. */
+#include "tests/cudadouble/double.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+struct cd_state cd = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .progress = PTHREAD_COND_INITIALIZER,
+    .device_count = 1,
+    .host_vmm = true,
+};
+
+/* What a test set through the API before cuInit wins over the environment. */
+static struct {
+    bool device_count, host_vmm, capacity[CD_MAX_DEVICES];
+} configured;
+
+static __thread cd_ctx *current_ctx;
+
+/* ---- log ---- */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_file;
+
+void cd_log(const char *fmt, ...)
+{
+    pthread_mutex_lock(&log_lock);
+    if (!log_file) {
+        const char *path = getenv("CUDADOUBLE_LOG");
+        if (path && *path)
+            log_file = fopen(path, "a");
+        if (!log_file)
+            log_file = stderr;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cudadouble: ", log_file);
+    vfprintf(log_file, fmt, ap);
+    fputc('\n', log_file);
+    fflush(log_file);
+    va_end(ap);
+    pthread_mutex_unlock(&log_lock);
+}
+
+CUresult cd_unsupported(const char *entry_point)
+{
+    cd_log("%s: not implemented by the double, answered CUDA_ERROR_NOT_SUPPORTED", entry_point);
+    pthread_mutex_lock(&cd.lock);
+    cd.unsupported_calls++;
+    pthread_mutex_unlock(&cd.lock);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- call counters and fault injection ---- */
+
+typedef struct entry_stats {
+    char name[64];              /* base name: no _v2, _ptds or _ptsz suffix */
+    unsigned long calls;
+    unsigned long fail_in;      /* 0: no fault pending; n: the nth call from now fails */
+    CUresult fail_result;
+    UT_hash_handle hh;
+} entry_stats;
+
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+static entry_stats *stats;
+
+/* "cuMemAlloc_v2", "cuMemcpyHtoD_v2_ptds" and "cuMemAlloc" all count as "cuMemAlloc". */
+static void base_name(const char *entry_point, char out[64])
+{
+    snprintf(out, 64, "%s", entry_point);
+    size_t len = strlen(out);
+    if (len > 5 && (!strcmp(out + len - 5, "_ptds") || !strcmp(out + len - 5, "_ptsz")))
+        out[len -= 5] = '\0';
+    size_t digits = 0;
+    while (digits < len && out[len - 1 - digits] >= '0' && out[len - 1 - digits] <= '9')
+        digits++;
+    if (digits > 0 && len > digits + 2 && out[len - digits - 1] == 'v' &&
+        out[len - digits - 2] == '_')
+        out[len - digits - 2] = '\0';
+}
+
+static entry_stats *stats_for(const char *entry_point)
+{
+    char name[64];
+    base_name(entry_point, name);
+    entry_stats *s;
+    HASH_FIND_STR(stats, name, s);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            abort();
+        memcpy(s->name, name, sizeof name);
+        HASH_ADD_STR(stats, name, s);
+    }
+    return s;
+}
+
+bool cd_enter(const char *entry_point, bool needs_init, CUresult *result)
+{
+    pthread_mutex_lock(&stats_lock);
+    entry_stats *s = stats_for(entry_point);
+    s->calls++;
+    bool injected = s->fail_in > 0 && --s->fail_in == 0;
+    if (injected)
+        *result = s->fail_result;
+    pthread_mutex_unlock(&stats_lock);
+    if (injected)
+        return true;
+    if (!needs_init)
+        return false;
+    pthread_mutex_lock(&cd.lock);
+    *result = !cd.initialized ? CUDA_ERROR_NOT_INITIALIZED : cd.sticky_error;
+    pthread_mutex_unlock(&cd.lock);
+    return *result != CUDA_SUCCESS;
+}
+
+void cudadouble_fail_call(const char *entry_point, unsigned long nth, CUresult result)
+{
+    pthread_mutex_lock(&stats_lock);
+    entry_stats *s = stats_for(entry_point);
+    s->fail_in = nth;
+    s->fail_result = result;
+    pthread_mutex_unlock(&stats_lock);
+}
+
+void cudadouble_clear_faults(void)
+{
+    pthread_mutex_lock(&stats_lock);
+    for (entry_stats *s = stats; s; s = s->hh.next)
+        s->fail_in = 0;
+    pthread_mutex_unlock(&stats_lock);
+}
+
+unsigned long cudadouble_calls(const char *entry_point)
+{
+    pthread_mutex_lock(&stats_lock);
+    unsigned long calls = stats_for(entry_point)->calls;
+    pthread_mutex_unlock(&stats_lock);
+    return calls;
+}
+
+static size_t read_locked(const size_t *counter)
+{
+    pthread_mutex_lock(&cd.lock);
+    size_t value = *counter;
+    pthread_mutex_unlock(&cd.lock);
+    return value;
+}
+
+size_t cudadouble_bytes_mapped(void) { return read_locked(&cd.bytes_mapped); }
+size_t cudadouble_bytes_copied(void) { return read_locked(&cd.bytes_copied); }
+
+size_t cudadouble_device_used(int device)
+{
+    if (device < 0 || device >= CD_MAX_DEVICES)
+        return 0;
+    return read_locked(&cd.devices[device].used);
+}
+
+unsigned long cudadouble_unsupported_calls(void)
+{
+    pthread_mutex_lock(&cd.lock);
+    unsigned long n = cd.unsupported_calls;
+    pthread_mutex_unlock(&cd.lock);
+    return n;
+}
+
+/* ---- configuration ---- */
+
+void cudadouble_set_device_count(int count)
+{
+    pthread_mutex_lock(&cd.lock);
+    if (count >= 0 && count <= CD_MAX_DEVICES) {
+        cd.device_count = count;
+        configured.device_count = true;
+    }
+    pthread_mutex_unlock(&cd.lock);
+}
+
+void cudadouble_set_capacity(int device, size_t bytes)
+{
+    pthread_mutex_lock(&cd.lock);
+    if (device >= 0 && device < CD_MAX_DEVICES) {
+        cd.devices[device].capacity = bytes;
+        configured.capacity[device] = true;
+    }
+    pthread_mutex_unlock(&cd.lock);
+}
+
+void cudadouble_set_host_vmm(int supported)
+{
+    pthread_mutex_lock(&cd.lock);
+    cd.host_vmm = supported != 0;
+    configured.host_vmm = true;
+    pthread_mutex_unlock(&cd.lock);
+}
+
+/* Reads a non-negative integer variable no larger than max; false (and a log line naming the
+ * variable) when it is set to anything else. */
+static bool env_number(const char *var, unsigned long long max, unsigned long long *value)
+{
+    const char *text = getenv(var);
+    if (!text)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || v > max) {
+        cd_log("%s=%s: expected an integer from 0 to %llu", var, text, max);
+        return false;
+    }
+    *value = v;
+    return true;
+}
+
+static CUresult read_environment(void)
+{
+    unsigned long long devices = (unsigned long long)cd.device_count;
+    unsigned long long capacity_mb = 1024, host_vmm = cd.host_vmm;
+    if (!env_number("CUDADOUBLE_DEVICES", CD_MAX_DEVICES, &devices) ||
+        !env_number("CUDADOUBLE_CAPACITY_MB", 1ull << 30, &capacity_mb) ||
+        !env_number("CUDADOUBLE_HOST_VMM", 1, &host_vmm))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!configured.device_count)
+        cd.device_count = (int)devices;
+    if (!configured.host_vmm)
+        cd.host_vmm = host_vmm != 0;
+    for (int d = 0; d < CD_MAX_DEVICES; d++) {
+        if (!configured.capacity[d])
+            cd.devices[d].capacity = (size_t)capacity_mb << 20;
+        cd.devices[d].primary.device = d;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- devices ---- */
+
+CUresult cuInit(unsigned int Flags)
+{
+    CD_ENTER_ANYTIME("cuInit");
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = CUDA_SUCCESS;
+    pthread_mutex_lock(&cd.lock);
+    if (!cd.initialized) {
+        result = read_environment();
+        cd.initialized = result == CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    CD_ENTER_ANYTIME("cuDriverGetVersion");
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = CD_DRIVER_VERSION;
+    return CUDA_SUCCESS;
+}
+
+static bool valid_device(CUdevice dev)
+{
+    pthread_mutex_lock(&cd.lock);
+    bool valid = dev >= 0 && dev < cd.device_count;
+    pthread_mutex_unlock(&cd.lock);
+    return valid;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    CD_ENTER("cuDeviceGetCount");
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&cd.lock);
+    *count = cd.device_count;
+    pthread_mutex_unlock(&cd.lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CD_ENTER("cuDeviceGet");
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(ordinal))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CD_ENTER("cuDeviceGetName");
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "CUDA driver double %d", dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CD_ENTER("cuDeviceTotalMem");
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = read_locked(&cd.devices[dev].capacity);
+    return CUDA_SUCCESS;
+}
+
+/* Values of an H100 80GB, where they matter; VMM support as configured. */
+static const struct {
+    CUdevice_attribute attribute;
+    int value;
+} attribute_values[] = {
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
+    {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 3},
+    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+    {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 52428800},
+    {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0},
+    {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0},
+    {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+};
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CD_ENTER("cuDeviceGetAttribute");
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (attrib == CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ||
+        attrib == CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) {
+        pthread_mutex_lock(&cd.lock);
+        *pi = cd.host_vmm;
+        pthread_mutex_unlock(&cd.lock);
+        return CUDA_SUCCESS;
+    }
+    if (attrib == CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID) {
+        *pi = dev;
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < sizeof attribute_values / sizeof attribute_values[0]; i++) {
+        if (attribute_values[i].attribute == attrib) {
+            *pi = attribute_values[i].value;
+            return CUDA_SUCCESS;
+        }
+    }
+    cd_log("cuDeviceGetAttribute: attribute %d not modelled, answered CUDA_ERROR_NOT_SUPPORTED",
+           (int)attrib);
+    pthread_mutex_lock(&cd.lock);
+    cd.unsupported_calls++;
+    pthread_mutex_unlock(&cd.lock);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- contexts: the primary context of each device, current per thread ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CD_ENTER("cuDevicePrimaryCtxRetain");
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&cd.lock);
+    cd_ctx *ctx = &cd.devices[dev].primary;
+    ctx->retained++;
+    pthread_mutex_unlock(&cd.lock);
+    *pctx = (CUcontext)ctx;
+    return CUDA_SUCCESS;
+}
+
+/* The context stays usable at retain count 0: the double never tears a context down. */
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CD_ENTER("cuDevicePrimaryCtxRelease");
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult result = CUDA_SUCCESS;
+    pthread_mutex_lock(&cd.lock);
+    cd_ctx *ctx = &cd.devices[dev].primary;
+    if (ctx->retained == 0)
+        result = CUDA_ERROR_INVALID_CONTEXT;
+    else
+        ctx->retained--;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+static bool known_ctx(CUcontext ctx)
+{
+    pthread_mutex_lock(&cd.lock);
+    bool known = false;
+    for (int d = 0; d < cd.device_count; d++)
+        known = known || ctx == (CUcontext)&cd.devices[d].primary;
+    pthread_mutex_unlock(&cd.lock);
+    return known;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CD_ENTER("cuCtxSetCurrent");
+    if (ctx && !known_ctx(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    current_ctx = (cd_ctx *)ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    CD_ENTER("cuCtxGetCurrent");
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)current_ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cd_current_ctx(cd_ctx **ctx)
+{
+    *ctx = current_ctx;
+    return current_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    CD_ENTER("cuCtxGetDevice");
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current_ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = current_ctx->device;
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 13: ctx NULL means the current context. */
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    CD_ENTER("cuCtxGetDevice");
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_ctx *c = ctx ? (cd_ctx *)ctx : current_ctx;
+    if (!c || !known_ctx((CUcontext)c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    CD_ENTER("cuCtxSynchronize");
+    return cd_ctx_synchronize(NULL);
+}
+
+/* CUDA 13: ctx NULL means the current context. */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CD_ENTER("cuCtxSynchronize");
+    if (ctx && !known_ctx(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return cd_ctx_synchronize((cd_ctx *)ctx);
+}
+
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    CD_ENTER("cuMemGetInfo");
+    if (!free || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current_ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&cd.lock);
+    cd_device *dev = &cd.devices[current_ctx->device];
+    *total = dev->capacity;
+    *free = dev->capacity - dev->used;
+    pthread_mutex_unlock(&cd.lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- error strings ---- */
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static int error_index(CUresult code)
+{
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == code)
+            return (int)i;
+    return -1;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    CD_ENTER_ANYTIME("cuGetErrorName");
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i = error_index(error);
+    *pStr = i < 0 ? NULL : errors[i].name;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    CD_ENTER_ANYTIME("cuGetErrorString");
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i = error_index(error);
+    *pStr = i < 0 ? NULL : errors[i].text;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}

@@ -1,0 +1,172 @@
+/* Events: recorded into streams, queried, synchronized, waited on by other streams, timed.
+ * An event counts the records issued (record_seq) and the records executed (done_seq). */
+#include "tests/cudadouble/double.h"
+
+#include <stdlib.h>
+
+static cd_event *live_events;
+
+static cd_event *find_event_locked(CUevent hEvent)
+{
+    for (cd_event *e = live_events; e; e = e->next)
+        if ((CUevent)e == hEvent)
+            return e;
+    return NULL;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    CD_ENTER("cuEventCreate");
+    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                         CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->flags = Flags;
+    e->refs = 1;
+    pthread_mutex_lock(&cd.lock);
+    e->next = live_events;
+    live_events = e;
+    pthread_mutex_unlock(&cd.lock);
+    *phEvent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+/* Returns at once; queued records and waits keep the event alive until they ran. */
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    CD_ENTER("cuEventDestroy");
+    pthread_mutex_lock(&cd.lock);
+    cd_event **link = &live_events;
+    while (*link && (CUevent)*link != hEvent)
+        link = &(*link)->next;
+    cd_event *e = *link;
+    if (e) {
+        *link = e->next;
+        cd_event_unref_locked(e);
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult event_record(CUevent hEvent, CUstream hStream)
+{
+    cd_op *op = cd_op_new(CD_OP_EVENT_RECORD);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cd_stream *s;
+    pthread_mutex_lock(&cd.lock);
+    cd_event *e = find_event_locked(hEvent);
+    CUresult result = CUDA_ERROR_INVALID_HANDLE;
+    if (e) {
+        e->refs++;
+        op->u.event.event = e;
+        op->u.event.seq = e->record_seq + 1;
+        result = cd_enqueue_locked(hStream, op, &s);
+        if (result == CUDA_SUCCESS)
+            e->record_seq++;
+    } else {
+        free(op);
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    CD_ENTER("cuEventRecord");
+    return event_record(hEvent, hStream);
+}
+
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    CD_ENTER("cuEventRecordWithFlags");
+    if (flags != CU_EVENT_RECORD_DEFAULT)
+        return CUDA_ERROR_INVALID_VALUE;
+    return event_record(hEvent, hStream);
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    CD_ENTER("cuEventQuery");
+    pthread_mutex_lock(&cd.lock);
+    cd_event *e = find_event_locked(hEvent);
+    CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE
+                      : e->done_seq < e->record_seq ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    CD_ENTER("cuEventSynchronize");
+    pthread_mutex_lock(&cd.lock);
+    cd_event *e = find_event_locked(hEvent);
+    if (e) {
+        unsigned long target = e->record_seq;
+        while (e->done_seq < target)
+            pthread_cond_wait(&cd.progress, &cd.lock);
+    }
+    CUresult result = e ? cd.sticky_error : CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+static CUresult elapsed_time(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    if (!pMilliseconds)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&cd.lock);
+    cd_event *start = find_event_locked(hStart), *end = find_event_locked(hEnd);
+    CUresult result = CUDA_SUCCESS;
+    if (!start || !end || start->record_seq == 0 || end->record_seq == 0 ||
+        ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING))
+        result = CUDA_ERROR_INVALID_HANDLE;
+    else if (start->done_seq < start->record_seq || end->done_seq < end->record_seq)
+        result = CUDA_ERROR_NOT_READY;
+    else
+        *pMilliseconds = (float)((double)(end->when.tv_sec - start->when.tv_sec) * 1e3 +
+                                 (double)(end->when.tv_nsec - start->when.tv_nsec) / 1e6);
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CD_ENTER("cuEventElapsedTime");
+    return elapsed_time(pMilliseconds, hStart, hEnd);
+}
+
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CD_ENTER("cuEventElapsedTime");
+    return elapsed_time(pMilliseconds, hStart, hEnd);
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    CD_ENTER("cuStreamWaitEvent");
+    if (Flags != CU_EVENT_WAIT_DEFAULT)
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_op *op = cd_op_new(CD_OP_EVENT_WAIT);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cd_stream *s;
+    pthread_mutex_lock(&cd.lock);
+    cd_event *e = find_event_locked(hEvent);
+    CUresult result = CUDA_ERROR_INVALID_HANDLE;
+    if (e && e->record_seq == 0) { /* never recorded: nothing to wait for */
+        free(op);
+        result = CUDA_SUCCESS;
+    } else if (e) {
+        e->refs++;
+        op->u.event.event = e;
+        op->u.event.seq = e->record_seq;
+        result = cd_enqueue_locked(hStream, op, &s);
+    } else {
+        free(op);
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}

@@ -1,0 +1,36 @@
+/* Shared set-up of the double's own tests (tests/double_*.c). */
+#ifndef LMS_TESTS_CUDADOUBLE_TESTING_H
+#define LMS_TESTS_CUDADOUBLE_TESTING_H
+
+#include "tests/cudadouble/cudadouble.h"
+#include "tests/tap.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+/* Stops the test with the failing call's text, file and line. */
+#define CHECK_CU(call)                                                                       \
+    do {                                                                                     \
+        CUresult check_result_ = (call);                                                     \
+        if (check_result_ != CUDA_SUCCESS)                                                   \
+            bail_out("%s:%d: %s returned %d", __FILE__, __LINE__, #call, (int)check_result_); \
+    } while (0)
+
+/* cuInit with a device of `capacity` bytes, its primary context current on this thread. */
+static inline CUcontext double_setup(size_t capacity)
+{
+    cudadouble_set_capacity(0, capacity);
+    CHECK_CU(cuInit(0));
+    CUcontext ctx;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
+static inline void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+#endif
