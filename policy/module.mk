@@ -1,0 +1,13 @@
+# The eviction policies: pure C, linked into liblms.so and into the offline tools.
+POLICY_OBJS := $(BUILD)/policy/policy.o $(BUILD)/policy/lru.o
+POLICY_LIB  := $(BUILD)/policy/libpolicy.a
+
+$(POLICY_LIB): $(POLICY_OBJS)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/tests/policy_lru.t: $(BUILD)/tests/policy_lru.o $(POLICY_LIB) $(BUILD)/tests/tap.o
+	$(CC) $(LDFLAGS) -o $@ $^
+
+ALL_TARGETS += $(POLICY_LIB)
+TESTS       += $(BUILD)/tests/policy_lru.t

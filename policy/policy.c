@@ -1,0 +1,56 @@
+/* Dispatch from the policy interface to the policy chosen by name. */
+#include "policy/policy_impl.h"
+
+#include <string.h>
+
+static const lms_policy_ops *const policies[] = { &lms_policy_lru_ops };
+
+const char *const lms_policy_names[] = { "lru", NULL };
+
+lms_policy *lms_policy_create(const char *name)
+{
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+        if (strcmp(policies[i]->name, name) == 0) {
+            lms_policy *policy = policies[i]->create();
+            if (policy)
+                policy->ops = policies[i];
+            return policy;
+        }
+    return NULL;
+}
+
+void lms_policy_destroy(lms_policy *policy)
+{
+    if (policy)
+        policy->ops->destroy(policy);
+}
+
+const char *lms_policy_name(const lms_policy *policy) { return policy->ops->name; }
+
+void lms_policy_created(lms_policy *policy, lms_alloc_id id, size_t bytes)
+{
+    policy->ops->created(policy, id, bytes);
+}
+
+void lms_policy_freed(lms_policy *policy, lms_alloc_id id) { policy->ops->freed(policy, id); }
+
+void lms_policy_used(lms_policy *policy, lms_alloc_id id, uint64_t step)
+{
+    policy->ops->used(policy, id, step);
+}
+
+void lms_policy_evicted(lms_policy *policy, lms_alloc_id id) { policy->ops->evicted(policy, id); }
+
+void lms_policy_restored(lms_policy *policy, lms_alloc_id id) { policy->ops->restored(policy, id); }
+
+size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
+                                 int (*keep)(void *ctx, lms_alloc_id id), void *ctx,
+                                 lms_alloc_id *victims, size_t max)
+{
+    return policy->ops->choose_victims(policy, bytes, keep, ctx, victims, max);
+}
+
+size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max)
+{
+    return policy->ops->prefetch(policy, next_step, restore, max);
+}

@@ -1,0 +1,29 @@
+/* What a policy implements: one table of functions behind lms_policy (see policy.h). */
+#ifndef LMS_POLICY_IMPL_H
+#define LMS_POLICY_IMPL_H
+
+#include "policy/policy.h"
+
+typedef struct lms_policy_ops {
+    const char *name;
+    lms_policy *(*create)(void);
+    void (*destroy)(lms_policy *policy);
+    void (*created)(lms_policy *policy, lms_alloc_id id, size_t bytes);
+    void (*freed)(lms_policy *policy, lms_alloc_id id);
+    void (*used)(lms_policy *policy, lms_alloc_id id, uint64_t step);
+    void (*evicted)(lms_policy *policy, lms_alloc_id id);
+    void (*restored)(lms_policy *policy, lms_alloc_id id);
+    size_t (*choose_victims)(lms_policy *policy, size_t bytes,
+                             int (*keep)(void *ctx, lms_alloc_id id), void *ctx,
+                             lms_alloc_id *victims, size_t max);
+    size_t (*prefetch)(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max);
+} lms_policy_ops;
+
+/* Every policy's state starts with this header, so lms_policy_* can dispatch. */
+struct lms_policy {
+    const lms_policy_ops *ops;
+};
+
+extern const lms_policy_ops lms_policy_lru_ops;
+
+#endif
