@@ -1,0 +1,108 @@
+/* The one table of intercepted driver entry points, and the real driver behind them.
+ *
+ * LMS_HOOK_TABLE lists every entry point liblms manages: X(symbol, prototype), where
+ * `symbol` is the exact versioned name the driver exports and `prototype` is a function
+ * declared in cuda.h with the same type (the _ptds/_ptsz per-thread-stream variants are not
+ * declared there). liblms exports a wrapper under each symbol; dlsym and cuGetProcAddress
+ * hand the wrapper out in place of the driver's function. Everything else passes through. */
+#ifndef LMS_PRELOAD_HOOKS_H
+#define LMS_PRELOAD_HOOKS_H
+
+#include <cuda.h>
+
+#define LMS_EXPORT __attribute__((visibility("default")))
+
+#define LMS_HOOK_TWIN(X, base, suffix) X(base, base) X(base##suffix, base)
+
+#define LMS_HOOK_TABLE(X)                                              \
+    /* allocation */                                                   \
+    X(cuMemAlloc_v2, cuMemAlloc_v2)                                    \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch_v2)                          \
+    X(cuMemFree_v2, cuMemFree_v2)                                      \
+    X(cuMemGetInfo_v2, cuMemGetInfo_v2)                                \
+    LMS_HOOK_TWIN(X, cuMemAllocAsync, _ptsz)                           \
+    LMS_HOOK_TWIN(X, cuMemAllocFromPoolAsync, _ptsz)                   \
+    LMS_HOOK_TWIN(X, cuMemFreeAsync, _ptsz)                            \
+    X(cuMemCreate, cuMemCreate)                                        \
+    X(cuMemRelease, cuMemRelease)                                      \
+    /* launches */                                                     \
+    LMS_HOOK_TWIN(X, cuLaunchKernel, _ptsz)                            \
+    LMS_HOOK_TWIN(X, cuLaunchKernelEx, _ptsz)                          \
+    LMS_HOOK_TWIN(X, cuLaunchCooperativeKernel, _ptsz)                 \
+    /* copies */                                                       \
+    LMS_HOOK_TWIN(X, cuMemcpy, _ptds)                                  \
+    LMS_HOOK_TWIN(X, cuMemcpyAsync, _ptsz)                             \
+    LMS_HOOK_TWIN(X, cuMemcpyPeer, _ptds)                              \
+    LMS_HOOK_TWIN(X, cuMemcpyPeerAsync, _ptsz)                         \
+    LMS_HOOK_TWIN(X, cuMemcpyHtoD_v2, _ptds)                           \
+    LMS_HOOK_TWIN(X, cuMemcpyDtoH_v2, _ptds)                           \
+    LMS_HOOK_TWIN(X, cuMemcpyDtoD_v2, _ptds)                           \
+    LMS_HOOK_TWIN(X, cuMemcpyHtoDAsync_v2, _ptsz)                      \
+    LMS_HOOK_TWIN(X, cuMemcpyDtoHAsync_v2, _ptsz)                      \
+    LMS_HOOK_TWIN(X, cuMemcpyDtoDAsync_v2, _ptsz)                      \
+    LMS_HOOK_TWIN(X, cuMemcpyDtoA_v2, _ptds)                           \
+    LMS_HOOK_TWIN(X, cuMemcpyAtoD_v2, _ptds)                           \
+    LMS_HOOK_TWIN(X, cuMemcpy2D_v2, _ptds)                             \
+    LMS_HOOK_TWIN(X, cuMemcpy2DUnaligned_v2, _ptds)                    \
+    LMS_HOOK_TWIN(X, cuMemcpy2DAsync_v2, _ptsz)                        \
+    LMS_HOOK_TWIN(X, cuMemcpy3D_v2, _ptds)                             \
+    LMS_HOOK_TWIN(X, cuMemcpy3DAsync_v2, _ptsz)                        \
+    LMS_HOOK_TWIN(X, cuMemcpy3DPeer, _ptds)                            \
+    LMS_HOOK_TWIN(X, cuMemcpy3DPeerAsync, _ptsz)                       \
+    /* memsets */                                                      \
+    LMS_HOOK_TWIN(X, cuMemsetD8_v2, _ptds)                             \
+    LMS_HOOK_TWIN(X, cuMemsetD16_v2, _ptds)                            \
+    LMS_HOOK_TWIN(X, cuMemsetD32_v2, _ptds)                            \
+    LMS_HOOK_TWIN(X, cuMemsetD2D8_v2, _ptds)                           \
+    LMS_HOOK_TWIN(X, cuMemsetD2D16_v2, _ptds)                          \
+    LMS_HOOK_TWIN(X, cuMemsetD2D32_v2, _ptds)                          \
+    LMS_HOOK_TWIN(X, cuMemsetD8Async, _ptsz)                           \
+    LMS_HOOK_TWIN(X, cuMemsetD16Async, _ptsz)                          \
+    LMS_HOOK_TWIN(X, cuMemsetD32Async, _ptsz)                          \
+    LMS_HOOK_TWIN(X, cuMemsetD2D8Async, _ptsz)                         \
+    LMS_HOOK_TWIN(X, cuMemsetD2D16Async, _ptsz)                        \
+    LMS_HOOK_TWIN(X, cuMemsetD2D32Async, _ptsz)                        \
+    /* graphs made by stream capture */                                \
+    LMS_HOOK_TWIN(X, cuStreamEndCapture, _ptsz)                        \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)        \
+    LMS_HOOK_TWIN(X, cuGraphLaunch, _ptsz)                             \
+    X(cuGraphExecDestroy, cuGraphExecDestroy)                          \
+    X(cuGraphDestroy, cuGraphDestroy)
+
+/* Driver functions liblms calls itself and does not intercept. */
+#define LMS_DRIVER_TABLE(X)                                                                 \
+    X(cuGetProcAddress_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent)          \
+    X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity)          \
+    X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)   \
+    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamWaitEvent)                   \
+    X(cuStreamSynchronize) X(cuCtxSynchronize)               \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
+    X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuKernelGetName) X(cuFuncGetName)       \
+    X(cuStreamIsCapturing)
+
+/* The per-thread variants, declared with the type of their prototype. */
+#define LMS_DECLARE_HOOK(symbol, prototype) LMS_EXPORT __typeof__(prototype) symbol;
+LMS_HOOK_TABLE(LMS_DECLARE_HOOK)
+#undef LMS_DECLARE_HOOK
+
+/* The real driver, resolved once from libcuda.so.1; a NULL entry is missing there. */
+typedef struct lms_driver {
+#define LMS_REAL_HOOK(symbol, prototype) __typeof__(prototype) *symbol;
+    LMS_HOOK_TABLE(LMS_REAL_HOOK)
+#undef LMS_REAL_HOOK
+#define LMS_REAL_CALL(symbol) __typeof__(symbol) *symbol;
+    LMS_DRIVER_TABLE(LMS_REAL_CALL)
+#undef LMS_REAL_CALL
+    CUresult (*get_proc_address_v1)(const char *, void **, int, cuuint64_t); /* "cuGetProcAddress" */
+} lms_driver;
+
+extern lms_driver lms_real;
+
+/* Loads libcuda.so.1 and the options once; every hook calls it first. Returns 0 when
+ * liblms manages calls (mode swap or cap), non-zero when it only passes them through. */
+int lms_init(void);
+
+/* The wrapper liblms hands out for a real driver function, or `real` itself. */
+void *lms_wrapper_for(void *real);
+
+#endif

@@ -1,0 +1,177 @@
+/* How calls reach liblms: the exported wrappers (programs linked against libcuda), dlsym
+ * (libraries that dlopen libcuda) and cuGetProcAddress (cudart and the libraries that carry
+ * a static cudart). The real functions are resolved once, from libcuda.so.1. */
+#include "preload/hooks.h"
+
+#include "preload/log.h"
+#include "preload/residency.h"
+#include "preload/trace.h"
+
+#include "policy/policy.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+lms_driver lms_real;
+
+typedef struct hook_entry {
+    const char *name;
+    void **real;   /* where lms_real keeps the driver's function */
+    void *wrapper;
+} hook_entry;
+
+static const hook_entry hooks[] = {
+#define LMS_HOOK_ENTRY(symbol, prototype) { #symbol, (void **)&lms_real.symbol, (void *)symbol },
+    LMS_HOOK_TABLE(LMS_HOOK_ENTRY)
+#undef LMS_HOOK_ENTRY
+};
+#define HOOK_COUNT (sizeof hooks / sizeof hooks[0])
+
+/* Set while this thread is inside liblms's own set-up, so that dlsym calls made by the
+ * loader (or libcuda's constructors) on its behalf are not intercepted again. */
+static __thread int in_liblms;
+
+static void *(*real_dlsym)(void *, const char *);
+static int passthrough = 1;
+static atomic_int initialized;
+
+/* glibc's dlsym, by version: ours is unversioned, so a versioned lookup never finds it. That
+ * works from RTLD_DEFAULT too, which is needed while a sanitizer runtime initializes. */
+#define LMS_BEFORE_SANITIZERS __attribute__((no_sanitize("address", "thread", "undefined")))
+
+LMS_BEFORE_SANITIZERS static void *libc_dlsym(void *handle, const char *version)
+{
+    return dlvsym(handle, "dlsym", version);
+}
+
+/* Runs before a sanitizer runtime has set itself up (it calls dlsym first), so it is not
+ * instrumented and keeps nothing on the stack. */
+LMS_BEFORE_SANITIZERS static void resolve_dlsym(void)
+{
+    if (!real_dlsym)
+        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_NEXT, "GLIBC_2.34");
+    if (!real_dlsym)
+        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_NEXT, "GLIBC_2.2.5");
+    if (!real_dlsym)
+        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_DEFAULT, "GLIBC_2.34");
+    if (!real_dlsym)
+        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_DEFAULT, "GLIBC_2.2.5");
+}
+
+/* LMS_TRACE and the dump signal; a trace that cannot be written ends the process, as a bad
+ * option value does, before any device work. */
+static void open_trace(void)
+{
+    lms_trace_config cfg = {
+        .path = lms_opt.TRACE.text,
+        .stack_depth = (unsigned)lms_opt.TRACE_STACK_DEPTH.value,
+        .record_uses = lms_opt.TRACE_USES.value != 0,
+        .max_bytes = lms_opt.TRACE_MAX_MB.value,
+        .dump_signal = (int)lms_opt.DUMP_SIGNAL.value,
+        .walk_live = lms_residency_walk_live,
+        .threshold_bytes = lms_opt.THRESHOLD_KB.value,
+        .exclude_bytes = lms_opt.EXCLUDE_MB.value,
+        .policy = lms_policy_names[lms_opt.POLICY.value],
+        .mode = lms_mode_names[lms_opt.MODE.value],
+    };
+    char err[256];
+    if (lms_trace_open(&cfg, err, sizeof err) != 0) {
+        lms_log(LMS_LOG_ERROR, -1, "%s", err);
+        _exit(2);
+    }
+}
+
+static void init_once(void)
+{
+    in_liblms = 1;
+    resolve_dlsym();
+    lms_options_load();
+    lms_options_dump();
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!cuda) {
+        lms_log(LMS_LOG_ERROR, -1, "cannot load libcuda.so.1 (%s): passing every call through",
+                dlerror());
+    } else {
+        for (size_t i = 0; i < HOOK_COUNT; i++)
+            *hooks[i].real = real_dlsym(cuda, hooks[i].name);
+#define LMS_RESOLVE(symbol) lms_real.symbol = (__typeof__(lms_real.symbol))real_dlsym(cuda, #symbol);
+        LMS_DRIVER_TABLE(LMS_RESOLVE)
+#undef LMS_RESOLVE
+        lms_real.get_proc_address_v1 =
+            (__typeof__(lms_real.get_proc_address_v1))real_dlsym(cuda, "cuGetProcAddress");
+        passthrough = lms_opt.MODE.value == LMS_MODE_OFF;
+        if (!passthrough) {
+            open_trace();
+            lms_residency_start();
+        }
+    }
+    atomic_store(&initialized, 1);
+    in_liblms = 0;
+}
+
+int lms_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_once);
+    return passthrough;
+}
+
+__attribute__((constructor)) static void liblms_load(void) { lms_init(); }
+
+CUresult lms_get_proc_address_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
+    __asm__("cuGetProcAddress");
+
+void *lms_wrapper_for(void *real)
+{
+    if (!real || passthrough)
+        return real;
+    for (size_t i = 0; i < HOOK_COUNT; i++)
+        if (*hooks[i].real == real)
+            return hooks[i].wrapper;
+    if (real == (void *)lms_real.cuGetProcAddress_v2)
+        return (void *)cuGetProcAddress_v2;
+    if (real == (void *)lms_real.get_proc_address_v1)
+        return (void *)lms_get_proc_address_v1;
+    return real;
+}
+
+LMS_EXPORT LMS_BEFORE_SANITIZERS void *dlsym(void *handle, const char *name)
+{
+    resolve_dlsym();
+    if (!real_dlsym)
+        return NULL;
+    void *found = real_dlsym(handle, name);
+    /* Before liblms's constructor (sanitizer runtimes and the loader look symbols up that
+     * early, before even thread-local storage works) nothing is intercepted yet. */
+    if (!found || !atomic_load(&initialized) || in_liblms)
+        return found;
+    return lms_wrapper_for(found);
+}
+
+LMS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    lms_init();
+    if (!lms_real.cuGetProcAddress_v2)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult result = lms_real.cuGetProcAddress_v2(symbol, pfn, version, flags, status);
+    if (result == CUDA_SUCCESS && pfn)
+        *pfn = lms_wrapper_for(*pfn);
+    return result;
+}
+
+LMS_EXPORT CUresult lms_get_proc_address_v1(const char *symbol, void **pfn, int version,
+                                            cuuint64_t flags)
+{
+    lms_init();
+    if (!lms_real.get_proc_address_v1)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult result = lms_real.get_proc_address_v1(symbol, pfn, version, flags);
+    if (result == CUDA_SUCCESS && pfn)
+        *pfn = lms_wrapper_for(*pfn);
+    return result;
+}

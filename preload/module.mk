@@ -1,0 +1,58 @@
+# liblms.so: the LD_PRELOAD library, with the trace writer (trace.c, stack.c: the tools'
+# module writes them; they are compiled here like every file of preload/).
+LMS_OBJS := $(addprefix $(BUILD)/preload/,interpose.o wrappers.o residency.o swap.o launch_scan.o \
+              options.o log.o stats.o graphs.o trace.o stack.o)
+LIBLMS   := $(BUILD)/preload/liblms.so
+
+$(BUILD)/preload/%.o: ALL_CFLAGS += -fvisibility=hidden
+
+$(LIBLMS): $(LMS_OBJS) $(BUILD)/policy/libpolicy.a preload/liblms.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=preload/liblms.map -Wl,-soname,liblms.so -Wl,-z,defs -o $@ \
+	  $(LMS_OBJS) $(BUILD)/policy/libpolicy.a -ldl -lpthread
+
+# The README's table of options.
+$(BUILD)/preload/lms-options-table: $(BUILD)/preload/options_table.o $(BUILD)/preload/options.o \
+    $(BUILD)/preload/log.o $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o $(BUILD)/policy/libpolicy.a
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
+$(BUILD)/preload/options.md: $(BUILD)/preload/lms-options-table
+	$< > $@
+
+ALL_TARGETS += $(LIBLMS) $(BUILD)/preload/options.md
+INSTALL_LIB += $(LIBLMS)
+
+# Tests on the CUDA driver double: liblms.so is linked ahead of the double's libcuda.so.1,
+# so the program's driver calls reach liblms's wrappers as they would under LD_PRELOAD.
+LMS_DOUBLE_DIR := $(BUILD)/tests/cudadouble
+LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
+                  -L$(BUILD)/preload -llms -L$(LMS_DOUBLE_DIR) -lcuda \
+                  -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(LMS_DOUBLE_DIR)) -lpthread
+LMS_DOUBLE_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs
+
+$(foreach t,$(LMS_DOUBLE_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
+    $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(LMS_DOUBLE_DIR)/libcuda.so
+	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
+
+# The output tests run this program on the double.
+$(BUILD)/tests/lms_workload: $(BUILD)/tests/lms_workload.o $(BUILD)/tests/tap.o \
+    $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(LMS_DOUBLE_DIR)/libcuda.so
+	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
+$(BUILD)/tests/lms_output.t: tests/lms_output.py $(BUILD)/tests/lms_workload
+	@mkdir -p $(@D)
+	cp $< $@ && chmod +x $@
+
+# Bad environment values, through LD_PRELOAD as users run it.
+$(BUILD)/tests/lms_env.t: tests/lms_env.py $(LIBLMS)
+	@mkdir -p $(@D)
+	cp $< $@ && chmod +x $@
+
+TESTS += $(foreach t,$(LMS_DOUBLE_TESTS) lms_env lms_output,$(BUILD)/tests/$(t).t)
+
+# On the real GPU (make check-gpu): tests/lms_gpu.sh runs lms_gpu_check under LD_PRELOAD.
+$(BUILD)/tests/lms_gpu.o: CPPFLAGS += $(if $(CUDNN_INC),-I$(CUDNN_INC))
+$(BUILD)/tests/lms_gpu_check: $(BUILD)/tests/lms_gpu.o
+	$(NVCC) $(NVCCFLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 $(if $(CUDNN_LIB),-L$(CUDNN_LIB)) \
+	  -lcudnn -lcublas -lcudart $(if $(SAN_FLAGS),-Xcompiler $(subst $(eval) ,$(comma),$(SAN_FLAGS)))
+$(BUILD)/tests/lms_gpu.t: tests/lms_gpu.sh $(BUILD)/tests/lms_gpu_check $(LIBLMS)
+	cp $< $@ && chmod +x $@
+
+GPU_TESTS += $(BUILD)/tests/lms_gpu.t

@@ -1,0 +1,227 @@
+#include "preload/options.h"
+
+#include "policy/policy.h"
+#include "preload/log.h"
+#include "preload/trace.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const lms_mode_names[] = { "swap", "cap", "off", NULL };
+const char *const lms_stats_names[] = { "off", "table", "json", NULL };
+const char *const lms_flag_names[] = { "0", "1", NULL };
+
+lms_options lms_opt;
+
+enum option_kind { SIZE, COUNT, LEVEL, ENUM, PATH, SIGNAL };
+
+typedef struct option_spec {
+    const char *env;
+    enum option_kind kind;
+    uint64_t unit;
+    const char *def;
+    const char *const *choices;
+    const char *doc;
+    lms_option_value *value;
+} option_spec;
+
+static const option_spec options[] = {
+#define LMS_OPTION_SPEC(name, kind, unit, def, choices, doc) \
+    { "LMS_" #name, kind, unit, def, choices, doc, &lms_opt.name },
+    LMS_OPTION_TABLE(LMS_OPTION_SPEC)
+#undef LMS_OPTION_SPEC
+};
+#define OPTION_COUNT (sizeof options / sizeof options[0])
+
+static const char *unit_name(uint64_t unit) { return unit == 1024 ? "KiB" : "MiB"; }
+
+static void bad_value(const char *env, const char *text, const char *expected)
+{
+    char line[512];
+    int len = snprintf(line, sizeof line, "liblms: %s='%s' is invalid: expected %s\n", env, text,
+                       expected);
+    if (len > (int)sizeof line - 1)
+        len = (int)sizeof line - 1;
+    if (write(STDERR_FILENO, line, (size_t)len) < 0) {
+        /* Nothing more to do: the exit status still says it. */
+    }
+    _exit(2);
+}
+
+/* A whole number without sign, optionally followed by one of K, M, G (binary). */
+static int parse_size(const char *text, uint64_t unit, uint64_t *bytes)
+{
+    if (!isdigit((unsigned char)text[0]))
+        return 0;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (errno == ERANGE)
+        return 0;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': unit = 1ULL << 10; break;
+        case 'M': unit = 1ULL << 20; break;
+        case 'G': unit = 1ULL << 30; break;
+        default: return 0;
+        }
+        if (end[1])
+            return 0;
+    }
+    if (n > UINT64_MAX / unit)
+        return 0;
+    *bytes = n * unit;
+    return 1;
+}
+
+static int parse_choice(const char *text, const char *const *choices, uint64_t *index)
+{
+    for (uint64_t i = 0; choices[i]; i++)
+        if (strcmp(text, choices[i]) == 0) {
+            *index = i;
+            return 1;
+        }
+    return 0;
+}
+
+static void describe_choices(const char *const *choices, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "one of");
+    for (size_t i = 0; choices[i] && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s %s", i ? "," : "", choices[i]);
+}
+
+static void parse_option(const option_spec *o, const char *text)
+{
+    char expected[256];
+    switch (o->kind) {
+    case SIZE:
+        snprintf(expected, sizeof expected,
+                 "a whole number of %s, or a number with a K, M or G suffix (e.g. 512, 64M, 2G)",
+                 unit_name(o->unit));
+        if (!parse_size(text, o->unit, &o->value->value))
+            bad_value(o->env, text, expected);
+        break;
+    case COUNT:
+        snprintf(expected, sizeof expected, "a whole number from 0 to %llu",
+                 (unsigned long long)o->unit);
+        if (!parse_size(text, 1, &o->value->value) || !isdigit((unsigned char)text[strlen(text) - 1]) ||
+            o->value->value > o->unit)
+            bad_value(o->env, text, expected);
+        break;
+    case SIGNAL: {
+        int number = lms_trace_signal_number(text);
+        if (number < 0)
+            bad_value(o->env, text, "a signal name or number that may ask for a dump (e.g. USR1, SIGUSR2, 10)");
+        o->value->value = (uint64_t)number;
+        break;
+    }
+    case LEVEL:
+        if (!(text[0] >= '0' && text[0] <= '3' && text[1] == '\0'))
+            bad_value(o->env, text, "a log level from 0 to 3");
+        o->value->value = (uint64_t)(text[0] - '0');
+        break;
+    case ENUM:
+        describe_choices(o->choices, expected, sizeof expected);
+        if (!parse_choice(text, o->choices, &o->value->value))
+            bad_value(o->env, text, expected);
+        break;
+    case PATH:
+        if (!text[0])
+            bad_value(o->env, text, "a file path");
+        break;
+    }
+    o->value->text = text;
+}
+
+static uint64_t half_of_physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 1ULL << 30;
+}
+
+void lms_options_load(void)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        const option_spec *o = &options[i];
+        const char *text = secure_getenv(o->env);
+        if (text)
+            parse_option(o, text);
+        else if (o->def[0])
+            parse_option(o, o->def), o->value->text = NULL;
+        else
+            *o->value = (lms_option_value){ 0, NULL };
+    }
+    if (!lms_opt.HOST_LIMIT_MB.text)
+        lms_opt.HOST_LIMIT_MB.value = half_of_physical_memory();
+
+    for (int dev = 0; dev < LMS_MAX_DEVICES; dev++) {
+        char env[32];
+        snprintf(env, sizeof env, "LMS_EXCLUDE_MB_%d", dev);
+        const char *text = secure_getenv(env);
+        lms_opt.exclude_bytes[dev] = lms_opt.EXCLUDE_MB.value;
+        if (text && !parse_size(text, 1ULL << 20, &lms_opt.exclude_bytes[dev]))
+            bad_value(env, text,
+                      "a whole number of MiB, or a number with a K, M or G suffix (e.g. 512, 64M, 2G)");
+    }
+}
+
+void lms_options_dump(void)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        const option_spec *o = &options[i];
+        const lms_option_value *v = o->value;
+        const char *from = v->text ? "environment" : "default";
+        switch (o->kind) {
+        case SIZE:
+            lms_log(LMS_LOG_INFO, -1, "option %s = %llu bytes (%s)", o->env,
+                    (unsigned long long)v->value, from);
+            break;
+        case COUNT:
+        case SIGNAL:
+        case LEVEL:
+            lms_log(LMS_LOG_INFO, -1, "option %s = %llu (%s)", o->env,
+                    (unsigned long long)v->value, from);
+            break;
+        case ENUM:
+            lms_log(LMS_LOG_INFO, -1, "option %s = %s (%s)", o->env, o->choices[v->value], from);
+            break;
+        case PATH:
+            lms_log(LMS_LOG_INFO, -1, "option %s = %s (%s)", o->env, v->text ? v->text : "(none)",
+                    from);
+            break;
+        }
+    }
+}
+
+void lms_options_print_markdown(FILE *out)
+{
+    fprintf(out, "| Variable | Default | Accepted values | Meaning |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        const option_spec *o = &options[i];
+        char accepted[256];
+        switch (o->kind) {
+        case SIZE:
+            snprintf(accepted, sizeof accepted, "whole number of %s, or with K/M/G suffix",
+                     unit_name(o->unit));
+            break;
+        case COUNT:
+            snprintf(accepted, sizeof accepted, "0 to %llu", (unsigned long long)o->unit);
+            break;
+        case SIGNAL: snprintf(accepted, sizeof accepted, "signal name or number"); break;
+        case LEVEL: snprintf(accepted, sizeof accepted, "0 to 3"); break;
+        case ENUM:
+            accepted[0] = '\0';
+            for (size_t c = 0, len = 0; o->choices[c]; c++)
+                len += (size_t)snprintf(accepted + len, sizeof accepted - len, "%s`%s`",
+                                        c ? ", " : "", o->choices[c]);
+            break;
+        case PATH: snprintf(accepted, sizeof accepted, "file path"); break;
+        }
+        fprintf(out, "| `%s` | %s | %s | %s |\n", o->env,
+                o->def[0] ? o->def : o->kind == SIZE ? "(computed)" : "(none)", accepted, o->doc);
+    }
+}

@@ -1,0 +1,73 @@
+/* liblms's options: one table (LMS_OPTION_TABLE) drives parsing, the start-up dump and the
+ * README's Markdown table. Every option is read once, at load, with secure_getenv; a bad value
+ * ends the process with status 2 and one line naming the variable, before any device work. */
+#ifndef LMS_PRELOAD_OPTIONS_H
+#define LMS_PRELOAD_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define LMS_MAX_DEVICES 16
+
+enum lms_mode { LMS_MODE_SWAP, LMS_MODE_CAP, LMS_MODE_OFF };
+enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
+
+/* X(field, kind, unit, default, accepted values (enums), description)
+ * kind: SIZE (bytes; a plain number counts in `unit`, a K/M/G suffix overrides it),
+ *       COUNT (a whole number up to `unit`), LEVEL (0..3), ENUM (index into the accepted
+ *       values), PATH (any non-empty text), SIGNAL (a signal a dump may use: name or number).
+ * A default of "" means: computed at load (documented in the description). */
+#define LMS_OPTION_TABLE(X)                                                                     \
+    X(THRESHOLD_KB, SIZE, 1024, "1000", NULL,                                                  \
+      "Allocations smaller than this (KiB) stay resident; larger ones are swappable")          \
+    X(EXCLUDE_MB, SIZE, 1048576, "0", NULL,                                                    \
+      "Device memory (MiB) left out of the cache on every device; `LMS_EXCLUDE_MB_<ordinal>` " \
+      "overrides it for one device")                                                           \
+    X(HOST_LIMIT_MB, SIZE, 1048576, "", NULL,                                                  \
+      "Cap on pinned host backing (MiB); default: half of physical memory")                    \
+    X(MODE, ENUM, 0, "swap", lms_mode_names,                                                   \
+      "`swap`: cache device memory over host memory; `cap`: enforce the soft limit without "   \
+      "swapping, as if the GPU had only that much memory; `off`: pure pass-through")           \
+    X(LOG_LEVEL, LEVEL, 0, "0", NULL,                                                          \
+      "0: errors only; 1: start-up settings and warnings; 2: allocations and frees; "          \
+      "3: evictions and restores")                                                             \
+    X(STATS, ENUM, 0, "off", lms_stats_names,                                                  \
+      "Exit statistics on stderr: `off`, `table` (binary units) or `json`")                    \
+    X(TRACE, PATH, 0, "", NULL,                                                                \
+      "Chrome-trace JSON file to write (read by lms-trace); `%p` becomes the process id; an "  \
+      "existing file is never overwritten")                                                    \
+    X(TRACE_STACK_DEPTH, COUNT, 64, "8", NULL,                                                 \
+      "Call-stack frames recorded per allocation in the trace and the dump; 0 for none")      \
+    X(TRACE_USES, ENUM, 0, "0", lms_flag_names,                                                \
+      "1: record which allocations each launch, copy and memset used (large traces)")         \
+    X(TRACE_MAX_MB, SIZE, 1048576, "0", NULL, "Stop recording the trace past this size; 0: no limit") \
+    X(DUMP_SIGNAL, SIGNAL, 0, "", NULL,                                                        \
+      "Signal (e.g. `USR1`) that dumps the live allocations, to the trace or to stderr")       \
+    X(POLICY, ENUM, 0, "lru", lms_policy_names, "Eviction policy")
+
+extern const char *const lms_mode_names[];
+extern const char *const lms_stats_names[];
+extern const char *const lms_flag_names[];
+
+typedef struct lms_option_value {
+    uint64_t value;    /* bytes, level, or index of the accepted value */
+    const char *text;  /* the text given, or NULL when the default applies */
+} lms_option_value;
+
+typedef struct lms_options {
+#define LMS_OPTION_FIELD(name, kind, unit, def, choices, doc) lms_option_value name;
+    LMS_OPTION_TABLE(LMS_OPTION_FIELD)
+#undef LMS_OPTION_FIELD
+    uint64_t exclude_bytes[LMS_MAX_DEVICES]; /* EXCLUDE_MB with the per-device overrides */
+} lms_options;
+
+extern lms_options lms_opt;
+
+/* Reads the environment into lms_opt; on a bad value, prints why and calls _exit(2). */
+void lms_options_load(void);
+/* Logs each option and its value (log level 1). */
+void lms_options_dump(void);
+/* The README's table of options. */
+void lms_options_print_markdown(FILE *out);
+
+#endif

@@ -1,0 +1,67 @@
+/* The residency manager: device memory as a cache over host memory.
+ *
+ * An allocation of at least LMS_THRESHOLD_KB gets its own reserved virtual range and one
+ * physical handle, so its device pointer never changes while its bytes move between the
+ * device and host backing. Smaller ones are real allocations that stay resident. Every
+ * launch, copy and memset is bracketed by lms_call_begin/lms_call_end, which make what
+ * the call references resident and record when it was last used. One mutex guards it all. */
+#ifndef LMS_PRELOAD_RESIDENCY_H
+#define LMS_PRELOAD_RESIDENCY_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* Once, after the options and the driver are loaded. */
+void lms_residency_start(void);
+/* Dumps every live allocation (the trace's walk_live callback). */
+void lms_residency_walk_live(void *ctx, const char *reason);
+
+CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes);
+/* stream: the stream of cuMemFreeAsync (its queued work may still use the memory), or NULL. */
+CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async);
+CUresult lms_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+/* The program's own cuMemCreate/cuMemRelease, counted in the budget. */
+CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
+                        const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult lms_vmm_release(CUmemGenericAllocationHandle handle);
+
+typedef struct lms_block lms_block;
+
+/* A device range a call touches; whole_write: the call overwrites all of it. */
+typedef struct lms_ref {
+    CUdeviceptr addr;
+    size_t bytes;
+    int whole_write;
+} lms_ref;
+
+typedef struct lms_held {
+    lms_block *alloc;
+    int whole_write;      /* every reference to it overwrites all of it: nothing to restore */
+} lms_held;
+
+#define LMS_CALL_INLINE 32
+typedef struct lms_call {
+    CUstream stream;      /* where the call runs: its last-use events go there */
+    int capturing;        /* the stream captures into a graph: uses go to the graph instead */
+    const char *what;     /* the kernel's name, "memcpy" or "memset": for the trace */
+    size_t ref_count, ref_cap;
+    lms_ref *refs;        /* ranges and scanned words; inline_refs until it grows */
+    size_t held_count, held_cap;
+    lms_held *held;       /* the allocations the call pinned resident; inline_held at first */
+    lms_ref inline_refs[LMS_CALL_INLINE];
+    lms_held inline_held[LMS_CALL_INLINE];
+} lms_call;
+
+void lms_call_init(lms_call *call, CUstream stream, const char *what);
+/* Any value may be given: words that point nowhere are ignored. */
+void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_write);
+/* Makes every referenced allocation resident and pins it until lms_call_end. On failure
+ * (CUDA_ERROR_OUT_OF_MEMORY when nothing evictable is left) the call must not be issued;
+ * lms_call_end still has to be called. */
+CUresult lms_call_begin(lms_call *call);
+void lms_call_end(lms_call *call);
+
+/* Adds the words of a launch's parameters to the call. */
+void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **extra);
+
+#endif

@@ -1,0 +1,224 @@
+/* Evict and restore through the double: data intact at a stable pointer, the threshold,
+ * whole-allocation writes, the host-mapped fallback for missed pointers, unmap ordering
+ * against queued work, and fault injection at each driver call liblms makes. */
+#include "tests/lms_testlib.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MIB ((size_t)1 << 20)
+#define BUFFERS 24           /* 24 x 2 MiB handles on a 16 MiB device: 3x oversubscribed */
+#define BUFFER_BYTES MIB
+
+static CUdeviceptr buf[BUFFERS];
+static unsigned char host[BUFFER_BYTES];
+
+/* A kernel that finds its buffer through a host struct: the launch hook never sees it. */
+typedef struct hidden_ref {
+    CUdeviceptr ptr;
+    size_t bytes;
+    uint64_t sum;
+} hidden_ref;
+
+static void sum_hidden(const cudadouble_launch *l)
+{
+    hidden_ref *ref = *(hidden_ref **)l->params[0];
+    const unsigned char *p = (const unsigned char *)(uintptr_t)ref->ptr;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < ref->bytes; i++)
+        sum += p[i];
+    ref->sum = sum;
+}
+
+/* Sleeps, then sums its buffer into *out: its last use is long after its launch returns. */
+static void slow_sum(const cudadouble_launch *l)
+{
+    usleep(100 * 1000);
+    const unsigned char *p = *(const unsigned char **)l->params[0];
+    size_t n = *(size_t *)l->params[1];
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += p[i];
+    **(uint64_t **)l->params[2] = sum;
+}
+
+static uint64_t pattern_sum(unsigned seed)
+{
+    lms_test_pattern(host, BUFFER_BYTES, seed);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < BUFFER_BYTES; i++)
+        sum += host[i];
+    return sum;
+}
+
+static void write_all(void)
+{
+    for (unsigned i = 0; i < BUFFERS; i++) {
+        lms_test_pattern(host, BUFFER_BYTES, i);
+        CU_OK(cuMemcpyHtoD(buf[i], host, BUFFER_BYTES));
+    }
+}
+
+/* How many buffers read back as pattern(i) + delta. */
+static unsigned count_intact(int delta)
+{
+    unsigned intact = 0;
+    static unsigned char want[BUFFER_BYTES];
+    for (unsigned i = 0; i < BUFFERS; i++) {
+        lms_test_pattern(want, BUFFER_BYTES, i);
+        for (size_t k = 0; k < BUFFER_BYTES; k++)
+            want[k] = (unsigned char)(want[k] + delta);
+        if (cuMemcpyDtoH(host, buf[i], BUFFER_BYTES) == CUDA_SUCCESS &&
+            memcmp(host, want, BUFFER_BYTES) == 0)
+            intact++;
+    }
+    return intact;
+}
+
+/* The child of the fallback test: reads an evicted buffer through a pointer liblms never
+ * saw. Exits 0 when the sum is right. */
+static int missed_pointer_child(void)
+{
+    lms_test_context();
+    size_t sizes[] = { sizeof(void *) };
+    CUkernel k = cudadouble_register_kernel("sum_hidden", sum_hidden, 1, sizes);
+    for (unsigned i = 0; i < BUFFERS; i++)
+        CU_OK(cuMemAlloc(&buf[i], BUFFER_BYTES));
+    write_all(); /* buffer 0, written first, is evicted by the end */
+    hidden_ref ref = { buf[0], BUFFER_BYTES, 0 };
+    hidden_ref *refp = &ref;
+    void *params[] = { &refp };
+    CU_OK(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    CU_OK(cuCtxSynchronize());
+    return ref.sum == pattern_sum(0) ? 0 : 1;
+}
+
+static const char *const fault_points[] = {
+    "cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemAddressReserve",
+    "cuMemcpyDtoDAsync_v2", "cuStreamWaitEvent", "cuEventRecord", "cuEventSynchronize",
+    "cuMemRelease", "cuMemAddressFree",
+};
+#define FAULT_POINTS (sizeof fault_points / sizeof fault_points[0])
+
+int main(int argc, char **argv)
+{
+    static const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0",
+                                       "CUDADOUBLE_CAPACITY_MB=16", NULL };
+    lms_test_with_env(argv, env);
+    if (argc > 1 && strcmp(argv[1], "missed-pointer") == 0)
+        return missed_pointer_child();
+
+    plan(14 + (int)FAULT_POINTS);
+    lms_test_context();
+
+    /* Stable pointers, intact data. */
+    for (unsigned i = 0; i < BUFFERS; i++)
+        CU_OK(cuMemAlloc(&buf[i], BUFFER_BYTES));
+    unsigned long unmaps = cudadouble_calls("cuMemUnmap");
+    write_all();
+    ok(cudadouble_calls("cuMemUnmap") > unmaps, "writing 48 MiB into a 16 MiB device evicts");
+    ok(cudadouble_device_used(0) <= 16 * MIB, "device use %zu stays within the 16 MiB soft limit",
+       cudadouble_device_used(0));
+    is_uint(count_intact(0), BUFFERS, "every buffer reads back intact at its original pointer");
+    unsigned long creates = cudadouble_calls("cuMemCreate");
+    write_all();
+    is_uint(cudadouble_calls("cuMemCreate") - creates, 0,
+            "another pass over every buffer creates no handle: device handles and host backing are reused");
+
+    /* Launches restore what they use: CUfunction (add) and CUkernel (fill) handles. */
+    for (unsigned i = 0; i < BUFFERS; i++)
+        CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[i], BUFFER_BYTES, 3));
+    CU_OK(cuCtxSynchronize());
+    is_uint(count_intact(3), BUFFERS, "a kernel on each evicted buffer sees and updates its data");
+    CU_OK(lms_test_launch(lms_test_fill_kernel(), NULL, buf[0], BUFFER_BYTES, 7));
+    CU_OK(cuMemcpyDtoH(host, buf[0], BUFFER_BYTES));
+    ok(host[0] == 7 && host[BUFFER_BYTES - 1] == 7, "a CUkernel launch is scanned too");
+    write_all();
+
+    /* The threshold: below it a plain allocation, at it a swappable one. */
+    unsigned long plain = cudadouble_calls("cuMemAlloc_v2"), created = cudadouble_calls("cuMemCreate");
+    CUdeviceptr small, large;
+    CU_OK(cuMemAlloc(&small, 64 * 1024 - 1));
+    ok(cudadouble_calls("cuMemAlloc_v2") == plain + 1 && cudadouble_calls("cuMemCreate") == created,
+       "LMS_THRESHOLD_KB - 1 byte: a plain allocation");
+    plain = cudadouble_calls("cuMemAlloc_v2");
+    CU_OK(cuMemAlloc(&large, 64 * 1024));
+    ok(cudadouble_calls("cuMemAlloc_v2") == plain && cudadouble_calls("cuMemCreate") > created,
+       "LMS_THRESHOLD_KB exactly: a swappable allocation");
+    CU_OK(cuMemFree(small));
+    CU_OK(cuMemFree(large));
+
+    /* A memset of the whole of an evicted buffer needs no restore copy: the only bytes copied
+     * are those of the buffer evicted to make room. Buffer 0 is the least recently used. */
+    write_all();
+    size_t copied = cudadouble_bytes_copied();
+    CU_OK(cuMemsetD8(buf[0], 0x5a, BUFFER_BYTES));
+    is_uint(cudadouble_bytes_copied() - copied, BUFFER_BYTES,
+            "a whole-allocation memset restores nothing (one eviction copied)");
+    CU_OK(cuMemcpyDtoH(host, buf[0], BUFFER_BYTES));
+    ok(host[0] == 0x5a && host[BUFFER_BYTES - 1] == 0x5a, "and its bytes are the memset's");
+    write_all();
+
+    /* Unmap never before the last use: the slow kernel still reads buffer 1 when the writes
+     * below evict it; the double would fault if its mapping went first. */
+    CUstream stream;
+    CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    size_t sizes[] = { sizeof(void *), sizeof(size_t), sizeof(void *) };
+    CUkernel slow = cudadouble_register_kernel("slow_sum", slow_sum, 3, sizes);
+    CUdeviceptr result;
+    CU_OK(cuMemAlloc(&result, sizeof(uint64_t)));
+    size_t n = BUFFER_BYTES;
+    void *params[] = { &buf[1], &n, &result };
+    CU_OK(cuLaunchKernel((CUfunction)slow, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
+    for (unsigned i = 2; i < BUFFERS; i++) {
+        lms_test_pattern(host, BUFFER_BYTES, i);
+        CU_OK(cuMemcpyHtoD(buf[i], host, BUFFER_BYTES));
+    }
+    CU_OK(cuStreamSynchronize(stream));
+    uint64_t sum = 0;
+    CU_OK(cuMemcpyDtoH(&sum, result, sizeof sum));
+    is_uint(sum, pattern_sum(1), "the queued kernel read buffer 1 intact although it was evicted meanwhile");
+    is_uint(count_intact(0), BUFFERS, "and every buffer is still intact");
+
+    /* A pointer the launch hook never saw still reads right data, through host-located
+     * memory mapped at the evicted buffer's address; without it the kernel crashes. */
+    static const char *const host_vmm[] = { "CUDADOUBLE_HOST_VMM=1", NULL };
+    static const char *const no_host_vmm[] = { "CUDADOUBLE_HOST_VMM=0", "LMS_TEST_QUIET=1", NULL };
+    int status = lms_test_run_self(argv, "missed-pointer", host_vmm);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "with host-located VMM a kernel reads an evicted buffer through a missed pointer (status %#x)", status);
+    status = lms_test_run_self(argv, "missed-pointer", no_host_vmm);
+    ok(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0),
+       "without it the same kernel crashes or reads wrong data (status %#x)", status);
+
+    /* Fault injection: each driver call liblms makes fails once while buffers move; the
+     * program sees a CUDA error or success, never a crash, and no byte is lost. */
+    for (size_t f = 0; f < FAULT_POINTS; f++) {
+        write_all();
+        cudadouble_fail_call(fault_points[f], 1, CUDA_ERROR_UNKNOWN);
+        CUresult results[4];
+        lms_test_pattern(host, BUFFER_BYTES, 0);
+        results[0] = cuMemcpyHtoD(buf[0], host, BUFFER_BYTES);
+        results[1] = lms_test_launch(lms_test_add_kernel(), NULL, buf[1], BUFFER_BYTES, 0);
+        results[2] = cuMemcpyDtoH(host, buf[2], BUFFER_BYTES);
+        CUdeviceptr extra = 0;
+        results[3] = cuMemAlloc(&extra, BUFFER_BYTES);
+        cudadouble_clear_faults();
+        if (results[3] == CUDA_SUCCESS)
+            CU_OK(cuMemFree(extra));
+        CU_OK(cuCtxSynchronize());
+        unsigned intact = count_intact(0);
+        ok(intact == BUFFERS, "fault at %s: results %d %d %d %d, %u of %u buffers intact",
+           fault_points[f], results[0], results[1], results[2], results[3], intact, BUFFERS);
+    }
+
+    for (unsigned i = 0; i < BUFFERS; i++)
+        CU_OK(cuMemFree(buf[i]));
+    CU_OK(cuMemFree(result));
+    CU_OK(cuStreamDestroy(stream));
+    return exit_status();
+}

@@ -1,0 +1,103 @@
+/* Randomized differential stress: alloc, free, write, launch, memset and read, with sizes
+ * around the threshold, on an oversubscribed device, checked byte for byte against a plain
+ * host model. Seeded and reproducible: LMS_STRESS_SEED (default 1), LMS_STRESS_OPS (default
+ * 10^6; the sanitizer builds default to 10^5). */
+#include "tests/lms_testlib.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOTS 16
+#define MAX_BYTES 6144   /* threshold 4 KiB: about a third of the allocations are swappable */
+
+typedef struct slot {
+    CUdeviceptr ptr;     /* 0: free slot */
+    size_t bytes;
+    unsigned char model[MAX_BYTES];
+} slot;
+
+static slot slots[SLOTS];
+static uint64_t rng;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static size_t below(size_t n) { return (size_t)(next() % n); }
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    static const char *const env[] = { "LMS_THRESHOLD_KB=4", "LMS_EXCLUDE_MB=0",
+                                       "CUDADOUBLE_CAPACITY_MB=16", NULL };
+    lms_test_with_env(argv, env);
+    const char *sanitize = getenv("SANITIZE");
+    unsigned long ops = sanitize && *sanitize ? 100000 : 1000000;
+    if (getenv("LMS_STRESS_OPS"))
+        ops = strtoul(getenv("LMS_STRESS_OPS"), NULL, 10);
+    rng = getenv("LMS_STRESS_SEED") ? strtoull(getenv("LMS_STRESS_SEED"), NULL, 10) : 1;
+    rng = rng * 0x9E3779B97F4A7C15ull | 1;
+    plan(3);
+    note("%lu operations, seed %s", ops, getenv("LMS_STRESS_SEED") ? getenv("LMS_STRESS_SEED") : "1");
+    lms_test_context();
+    CUfunction add = lms_test_add_kernel();
+    unsigned long mismatches = 0, errors = 0, reads = 0;
+    unsigned long evicts_before = cudadouble_calls("cuMemUnmap");
+    static unsigned char buf[MAX_BYTES];
+
+    for (unsigned long op = 0; op < ops; op++) {
+        slot *s = &slots[below(SLOTS)];
+        unsigned kind = (unsigned)below(100);
+        if (!s->ptr) {
+            s->bytes = 1 + below(MAX_BYTES);
+            if (cuMemAlloc(&s->ptr, s->bytes) != CUDA_SUCCESS) {
+                errors++;
+                s->ptr = 0;
+                continue;
+            }
+            memset(s->model, 0, s->bytes);
+            errors += cuMemsetD8(s->ptr, 0, s->bytes) != CUDA_SUCCESS;
+            continue;
+        }
+        size_t off = below(s->bytes), len = 1 + below(s->bytes - off);
+        CUresult r = CUDA_SUCCESS;
+        if (kind < 5) {                       /* free */
+            r = cuMemFree(s->ptr);
+            s->ptr = 0;
+        } else if (kind < 30) {               /* write */
+            for (size_t i = 0; i < len; i++)
+                buf[i] = (unsigned char)next();
+            memcpy(s->model + off, buf, len);
+            r = cuMemcpyHtoD(s->ptr + off, buf, len);
+        } else if (kind < 55) {               /* launch */
+            int delta = (int)below(255) + 1;
+            for (size_t i = 0; i < len; i++)
+                s->model[off + i] = (unsigned char)(s->model[off + i] + delta);
+            r = lms_test_launch(add, NULL, s->ptr + off, len, delta);
+        } else if (kind < 65) {               /* memset */
+            unsigned char v = (unsigned char)next();
+            memset(s->model + off, v, len);
+            r = cuMemsetD8(s->ptr + off, v, len);
+        } else {                              /* read */
+            r = cuMemcpyDtoH(buf, s->ptr + off, len);
+            reads++;
+            if (r == CUDA_SUCCESS && memcmp(buf, s->model + off, len) != 0 && mismatches++ < 5)
+                diag("op %lu: read of %zu bytes at +%zu of a %zu-byte allocation differs", op, len,
+                     off, s->bytes);
+        }
+        errors += r != CUDA_SUCCESS;
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (slots[i].ptr)
+            errors += cuMemFree(slots[i].ptr) != CUDA_SUCCESS;
+    is_uint(mismatches, 0, "%lu reads match the host model", reads);
+    is_uint(errors, 0, "no driver call failed");
+    ok(cudadouble_calls("cuMemUnmap") > evicts_before, "allocations were evicted and restored (%lu unmaps)",
+       cudadouble_calls("cuMemUnmap") - evicts_before);
+    return exit_status();
+}

@@ -1,0 +1,121 @@
+#include "tests/lms_testlib.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void set_env(const char *const *env)
+{
+    for (size_t i = 0; env && env[i]; i++) {
+        char name[128];
+        const char *eq = strchr(env[i], '=');
+        size_t len = (size_t)(eq - env[i]);
+        memcpy(name, env[i], len);
+        name[len] = '\0';
+        setenv(name, eq + 1, 1);
+    }
+}
+
+void lms_test_with_env(char **argv, const char *const *env)
+{
+    if (getenv("LMS_TEST_CHILD"))
+        return;
+    set_env(env);
+    setenv("LMS_TEST_CHILD", "1", 1);
+    execv("/proc/self/exe", argv);
+    bail_out("cannot re-execute %s", argv[0]);
+}
+
+int lms_test_run_self(char **argv, const char *extra_arg, const char *const *env)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        set_env(env);
+        setenv("LMS_TEST_CHILD", "1", 1);
+        /* The child's TAP output is not ours: send it away. */
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        if (getenv("LMS_TEST_QUIET") && !freopen("/dev/null", "w", stderr))
+            _exit(127);
+        char *child_argv[] = { argv[0], (char *)extra_arg, NULL };
+        execv("/proc/self/exe", child_argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+void lms_test_check(CUresult result, const char *what, const char *file, int line)
+{
+    if (result != CUDA_SUCCESS)
+        bail_out("%s:%d: %s returned %d", file, line, what, (int)result);
+}
+
+CUcontext lms_test_context(void)
+{
+    CUcontext ctx;
+    CUdevice dev;
+    CU_OK(cuInit(0));
+    CU_OK(cuDeviceGet(&dev, 0));
+    CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU_OK(cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
+static void fill(const cudadouble_launch *l)
+{
+    uint8_t *p = *(uint8_t **)l->params[0];
+    memset(p, *(int *)l->params[2], *(size_t *)l->params[1]);
+}
+
+static void add(const cudadouble_launch *l)
+{
+    uint8_t *p = *(uint8_t **)l->params[0];
+    size_t n = *(size_t *)l->params[1];
+    int delta = *(int *)l->params[2];
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(p[i] + delta);
+}
+
+static const size_t range_params[] = { sizeof(void *), sizeof(size_t), sizeof(int) };
+
+CUfunction lms_test_fill_kernel(void)
+{
+    static CUkernel k;
+    if (!k)
+        k = cudadouble_register_kernel("fill", fill, 3, range_params);
+    return (CUfunction)k;
+}
+
+CUfunction lms_test_add_kernel(void)
+{
+    static CUfunction f;
+    if (!f)
+        f = cudadouble_register_function("add", add, 3, range_params);
+    return f;
+}
+
+CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t bytes, int value)
+{
+    void *params[] = { &ptr, &bytes, &value };
+    return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
+}
+
+void lms_test_pattern(unsigned char *buf, size_t bytes, unsigned seed)
+{
+    for (size_t i = 0; i < bytes; i++)
+        buf[i] = (unsigned char)((i * 2654435761u + seed * 40503u) >> 7);
+}
+
+int lms_test_pattern_ok(const unsigned char *buf, size_t bytes, unsigned seed)
+{
+    for (size_t i = 0; i < bytes; i++)
+        if (buf[i] != (unsigned char)((i * 2654435761u + seed * 40503u) >> 7))
+            return 0;
+    return 1;
+}

@@ -1,0 +1,37 @@
+/* Shared by the liblms tests that run on the CUDA driver double: they link liblms.so ahead
+ * of the double's libcuda.so.1, so the program's driver calls reach liblms's wrappers. */
+#ifndef LMS_TESTS_LMS_TESTLIB_H
+#define LMS_TESTS_LMS_TESTLIB_H
+
+#include "tests/cudadouble/cudadouble.h"
+#include "tests/tap.h"
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* liblms reads its options when it loads: unless this process already runs with them, set
+ * the NULL-terminated "NAME=value" list and re-execute the program (argv[0] must work). */
+void lms_test_with_env(char **argv, const char *const *env);
+
+/* Runs argv[0] again as a child with extra_arg as argv[1] and the env list set; returns its
+ * wait status. Its stdout is discarded; so is its stderr when the list sets LMS_TEST_QUIET. */
+int lms_test_run_self(char **argv, const char *extra_arg, const char *const *env);
+
+/* Bails out unless the call succeeded. */
+#define CU_OK(expr) lms_test_check((expr), #expr, __FILE__, __LINE__)
+void lms_test_check(CUresult result, const char *what, const char *file, int line);
+
+/* cuInit, the first device's primary context made current. */
+CUcontext lms_test_context(void);
+
+/* Kernels on the double. fill(ptr, bytes, value): every byte = value;
+ * add(ptr, bytes, delta): every byte += delta; both over a uint8_t range. */
+CUfunction lms_test_fill_kernel(void);
+CUfunction lms_test_add_kernel(void);
+CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t bytes, int value);
+
+/* Fills host memory with the pattern seed gives; checks it back. */
+void lms_test_pattern(unsigned char *buf, size_t bytes, unsigned seed);
+int lms_test_pattern_ok(const unsigned char *buf, size_t bytes, unsigned seed);
+
+#endif
