@@ -1,0 +1,36 @@
+# Trace tools: lms-trace (reads the traces liblms writes) and lms-run (runs a program under
+# liblms). The trace writer itself (preload/trace.c, preload/stack.c) is linked into liblms.so
+# by preload/module.mk; here it is linked into the test workload that writes scripted traces.
+TRACE_OBJS := $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o
+
+LMS_TRACE_OBJS := $(addprefix $(BUILD)/tools/,lms-trace.o json.o trace_read.o summary.o plot.o \
+                    memviz.o pickle.o tune.o)
+
+$(BUILD)/tools/lms-trace: $(LMS_TRACE_OBJS) $(BUILD)/policy/libpolicy.a
+	$(CC) $(LDFLAGS) -o $@ $^ -lm
+
+$(BUILD)/tools/lms-run: tools/lms-run
+	@mkdir -p $(@D)
+	cp $< $@ && chmod 0755 $@
+
+# Writes scripted traces for the tests; -rdynamic so that stacks name its functions.
+$(BUILD)/tests/trace_workload: $(BUILD)/tests/trace_workload.o $(TRACE_OBJS)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^
+
+# The tests are Python scripts (tests/tools_tap.py is their shared TAP helper) that run the
+# workload and the tools from the build directory.
+TOOLS_TEST_SCRIPTS := $(filter-out tests/tools_tap.py,$(wildcard tests/trace_*.py tests/tools_*.py))
+TOOLS_TEST_DEPS    := tests/tools_tap.py $(BUILD)/tests/trace_workload $(BUILD)/tools/lms-trace \
+                      $(BUILD)/tools/lms-run
+$(BUILD)/tests/trace_%.t: tests/trace_%.py $(TOOLS_TEST_DEPS)
+	@mkdir -p $(@D)
+	cp $< $@ && chmod 0755 $@
+$(BUILD)/tests/tools_%.t: tests/tools_%.py $(TOOLS_TEST_DEPS)
+	@mkdir -p $(@D)
+	cp $< $@ && chmod 0755 $@
+# tune against the library: the run is liblms's own test program on the driver double.
+$(BUILD)/tests/tools_replay.t: $(BUILD)/tests/lms_workload
+
+ALL_TARGETS += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(TRACE_OBJS)
+INSTALL_BIN += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run
+TESTS       += $(patsubst tests/%.py,$(BUILD)/tests/%.t,$(TOOLS_TEST_SCRIPTS))

@@ -1,0 +1,354 @@
+/* lms-trace tune: replays the recorded launches through policy/ for a grid of settings.
+ *
+ * The model is the library's: an allocation of at least LMS_THRESHOLD_KB is cached (it may be
+ * evicted, and takes whole 2 MiB units of device memory, the VMM granularity); a smaller one
+ * stays resident. Each device's cache holds its total memory minus LMS_EXCLUDE_MB. Creating an
+ * allocation, or restoring one a launch uses, first evicts the victims the policy chooses
+ * (never one the same launch uses). Swap traffic is the bytes of the allocations moved; the
+ * stall is the restores' bytes over the swap-in bandwidth measured in the trace (or 55 GB/s,
+ * pinned copies on an H100, when the run swapped nothing in). The whole grid is replayed in one
+ * pass over the trace. */
+#include "tools/commands.h"
+#include "tools/trace_read.h"
+#include "policy/policy.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#define GRANULARITY (2ull << 20)
+#define MAX_GRID 16
+#define MAX_VICTIMS 64
+#define DEFAULT_GBPS 55.0
+#define MiB (1ull << 20)
+
+typedef struct setting {
+    const char *policy_name;
+    uint64_t threshold_bytes, exclude_bytes;
+    lms_policy *policies[TRACE_MAX_DEVICES];  /* one per device, made on first use */
+    uint64_t resident[TRACE_MAX_DEVICES];
+    uint64_t out_bytes, in_bytes, evictions, restores, ooms;
+} setting;
+
+typedef struct allocation {
+    uint64_t key[2];                          /* device, address */
+    uint64_t bytes;
+    bool *evicted;                            /* [setting count] */
+    UT_hash_handle hh;
+} allocation;
+
+typedef struct {
+    int pass;
+    uint64_t total[TRACE_MAX_DEVICES];        /* device memory, from lms.device */
+    bool seen[TRACE_MAX_DEVICES];
+    uint64_t recorded_out, recorded_in;
+    double recorded_in_us;
+    bool truncated;
+    setting *settings;
+    size_t setting_count;
+    allocation *allocations;
+    const json_value *keep;                   /* the uses of the launch being replayed */
+    bool failed;
+} replay;
+
+static uint64_t charge(const setting *s, uint64_t bytes)
+{
+    return bytes >= s->threshold_bytes ? (bytes + GRANULARITY - 1) / GRANULARITY * GRANULARITY : bytes;
+}
+
+static bool cached(const setting *s, uint64_t bytes) { return bytes >= s->threshold_bytes; }
+
+static uint64_t capacity(const replay *r, const setting *s, int dev)
+{
+    return r->total[dev] > s->exclude_bytes ? r->total[dev] - s->exclude_bytes : 0;
+}
+
+static lms_policy *policy_of(replay *r, setting *s, int dev)
+{
+    if (!s->policies[dev] && !(s->policies[dev] = lms_policy_create(s->policy_name))) r->failed = true;
+    return s->policies[dev];
+}
+
+static allocation *find(replay *r, int dev, uint64_t addr)
+{
+    uint64_t key[2] = { (uint64_t)dev, addr };
+    allocation *a;
+    HASH_FIND(hh, r->allocations, key, sizeof key, a);
+    return a;
+}
+
+static int keep_used(void *ctx, lms_alloc_id id)
+{
+    const replay *r = ctx;
+    for (size_t i = 0; r->keep && i < r->keep->count; i++) {
+        uint64_t addr;
+        if (json_as_u64(&r->keep->items[i], &addr) && addr == id) return 1;
+    }
+    return 0;
+}
+
+/* Evicts until `need` more bytes fit on `dev`; false when the policy has nothing left. */
+static bool make_room(replay *r, size_t si, int dev, uint64_t need)
+{
+    setting *s = &r->settings[si];
+    lms_policy *policy = policy_of(r, s, dev);
+    uint64_t limit = capacity(r, s, dev);
+    while (policy && s->resident[dev] + need > limit) {
+        lms_alloc_id victims[MAX_VICTIMS];
+        size_t n = lms_policy_choose_victims(policy, s->resident[dev] + need - limit, keep_used, r, victims, MAX_VICTIMS);
+        if (n == 0) return false;
+        for (size_t i = 0; i < n; i++) {
+            allocation *a = find(r, dev, victims[i]);
+            if (!a || a->evicted[si]) { r->failed = true; return false; }
+            a->evicted[si] = true;
+            s->resident[dev] -= charge(s, a->bytes);
+            s->out_bytes += a->bytes;
+            s->evictions++;
+            lms_policy_evicted(policy, victims[i]);
+        }
+    }
+    return policy != NULL;
+}
+
+static void replay_alloc(replay *r, const trace_event *ev)
+{
+    allocation *a = find(r, ev->device, ev->addr);
+    if (a) { r->failed = true; return; }      /* allocated twice without a free */
+    if (!(a = calloc(1, sizeof *a)) || !(a->evicted = calloc(r->setting_count, sizeof *a->evicted))) {
+        free(a);
+        r->failed = true;
+        return;
+    }
+    a->key[0] = (uint64_t)ev->device;
+    a->key[1] = ev->addr;
+    a->bytes = ev->bytes;
+    HASH_ADD(hh, r->allocations, key, sizeof a->key, a);
+    r->keep = NULL;
+    for (size_t si = 0; si < r->setting_count; si++) {
+        setting *s = &r->settings[si];
+        uint64_t c = charge(s, a->bytes);
+        if (!make_room(r, si, ev->device, c)) s->ooms++;
+        s->resident[ev->device] += c;
+        if (cached(s, a->bytes) && policy_of(r, s, ev->device)) lms_policy_created(s->policies[ev->device], ev->addr, c);
+    }
+}
+
+static void replay_free(replay *r, const trace_event *ev)
+{
+    allocation *a = find(r, ev->device, ev->addr);
+    if (!a) return;                           /* made before the trace started */
+    for (size_t si = 0; si < r->setting_count; si++) {
+        setting *s = &r->settings[si];
+        if (!a->evicted[si]) s->resident[ev->device] -= charge(s, a->bytes);
+        if (cached(s, a->bytes) && s->policies[ev->device]) lms_policy_freed(s->policies[ev->device], ev->addr);
+    }
+    HASH_DEL(r->allocations, a);
+    free(a->evicted);
+    free(a);
+}
+
+static void replay_launch(replay *r, const trace_event *ev)
+{
+    r->keep = ev->uses;
+    for (size_t si = 0; si < r->setting_count; si++) {
+        setting *s = &r->settings[si];
+        for (size_t i = 0; i < ev->uses->count; i++) {
+            uint64_t addr;
+            allocation *a = NULL;
+            for (int dev = 0; dev < TRACE_MAX_DEVICES && !a && json_as_u64(&ev->uses->items[i], &addr); dev++)
+                if (r->seen[dev]) a = find(r, dev, addr);
+            if (!a || !cached(s, a->bytes)) continue;
+            int dev = (int)a->key[0];
+            if (a->evicted[si]) {
+                if (!make_room(r, si, dev, charge(s, a->bytes))) s->ooms++;
+                a->evicted[si] = false;
+                s->resident[dev] += charge(s, a->bytes);
+                s->in_bytes += a->bytes;
+                s->restores++;
+                lms_policy_restored(s->policies[dev], addr);
+            }
+            lms_policy_used(s->policies[dev], addr, ev->step);
+        }
+    }
+    r->keep = NULL;
+}
+
+static int on_event(void *ctx, const trace_event *ev)
+{
+    replay *r = ctx;
+    if (r->pass == 1) {
+        switch (ev->kind) {
+        case TRACE_DEVICE: r->total[ev->device] = ev->total_bytes; r->seen[ev->device] = true; break;
+        case TRACE_ALLOC: r->seen[ev->device] = true; break;
+        case TRACE_SWAP_OUT: r->recorded_out += ev->bytes; break;
+        case TRACE_SWAP_IN: r->recorded_in += ev->bytes; r->recorded_in_us += ev->dur_us; break;
+        case TRACE_TRUNCATED: r->truncated = true; break;
+        default: break;
+        }
+        return 0;
+    }
+    switch (ev->kind) {
+    case TRACE_ALLOC: replay_alloc(r, ev); break;
+    case TRACE_FREE: replay_free(r, ev); break;
+    case TRACE_LAUNCH: replay_launch(r, ev); break;
+    default: break;
+    }
+    return r->failed ? -1 : 0;
+}
+
+/* "64,256,1000" into values (times `unit`); false after printing an error. */
+static bool parse_list(const char *flag, const char *text, uint64_t unit, uint64_t *values, size_t *count)
+{
+    *count = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || (*end && *end != ',') || errno || *p == '-' || v > UINT64_MAX / unit || *count == MAX_GRID) {
+            print_error("tune: %s %s: expected up to %d comma-separated non-negative integers", flag, text, MAX_GRID);
+            return false;
+        }
+        values[(*count)++] = v * unit;
+        p = *end ? end + 1 : end;
+    }
+    if (*count == 0) { print_error("tune: %s wants at least one value", flag); return false; }
+    return true;
+}
+
+static void add_unique(uint64_t *values, size_t *count, uint64_t v)
+{
+    for (size_t i = 0; i < *count; i++) if (values[i] == v) return;
+    if (*count < MAX_GRID) values[(*count)++] = v;
+}
+
+static void release(replay *r)
+{
+    allocation *a, *tmp;
+    HASH_ITER(hh, r->allocations, a, tmp) { HASH_DEL(r->allocations, a); free(a->evicted); free(a); }
+    for (size_t si = 0; si < r->setting_count; si++)
+        for (int dev = 0; dev < TRACE_MAX_DEVICES; dev++)
+            if (r->settings[si].policies[dev]) lms_policy_destroy(r->settings[si].policies[dev]);
+    free(r->settings);
+}
+
+static const char usage[] = "tune TRACE [--threshold-kb N,N,...] [--exclude-mb N,N,...] [--policy NAME,...]";
+
+int command_tune(int argc, char **argv)
+{
+    const char *path = NULL, *thresholds_text = NULL, *excludes_text = NULL, *policies_text = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char **flag = strcmp(argv[i], "--threshold-kb") == 0 ? &thresholds_text
+                          : strcmp(argv[i], "--exclude-mb") == 0 ? &excludes_text
+                          : strcmp(argv[i], "--policy") == 0 ? &policies_text : NULL;
+        if (flag && i + 1 < argc) *flag = argv[++i];
+        else if (argv[i][0] == '-' || path) { print_error("tune: unexpected argument %s\nusage: lms-trace %s", argv[i], usage); return 2; }
+        else path = argv[i];
+    }
+    if (!path) { print_error("tune: no trace given\nusage: lms-trace %s", usage); return 2; }
+
+    uint64_t thresholds[MAX_GRID], excludes[MAX_GRID];
+    size_t threshold_count = 0, exclude_count = 0;
+    if ((thresholds_text && !parse_list("--threshold-kb", thresholds_text, 1024, thresholds, &threshold_count)) ||
+        (excludes_text && !parse_list("--exclude-mb", excludes_text, MiB, excludes, &exclude_count)))
+        return 2;
+    const char *policies[MAX_GRID];
+    size_t policy_count = 0;
+    char policy_list[256];
+    snprintf(policy_list, sizeof policy_list, "%s", policies_text ? policies_text : "");
+    for (char *save = NULL, *name = strtok_r(policy_list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        lms_policy *probe = lms_policy_create(name);
+        if (!probe) {
+            char known[256] = "";
+            for (size_t i = 0; lms_policy_names[i]; i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", lms_policy_names[i]);
+            print_error("tune: --policy %s: unknown policy (known: %s)", name, known);
+            return 2;
+        }
+        lms_policy_destroy(probe);
+        if (policy_count < MAX_GRID) policies[policy_count++] = name;
+    }
+    if (policies_text && policy_count == 0) { print_error("tune: --policy wants at least one name"); return 2; }
+    for (size_t i = 0; !policies_text && lms_policy_names[i] && policy_count < MAX_GRID; i++) policies[policy_count++] = lms_policy_names[i];
+
+    replay r = { .pass = 1 };
+    trace_settings settings;
+    char err[600] = "";
+    if (trace_read(path, &settings, on_event, &r, err, sizeof err) != 0) { print_error("%s", err); return 1; }
+    if (!settings.uses) {
+        print_error("%s: recorded without LMS_TRACE_USES=1, so it holds no launches to replay", path);
+        return 1;
+    }
+    uint64_t smallest_total = UINT64_MAX;
+    for (int dev = 0; dev < TRACE_MAX_DEVICES; dev++)
+        if (r.seen[dev] && r.total[dev] < smallest_total) smallest_total = r.total[dev];
+    if (smallest_total == UINT64_MAX || smallest_total == 0) {
+        print_error("%s: no lms.device event gives the device memory; nothing to replay", path);
+        return 1;
+    }
+    if (!thresholds_text) {
+        static const uint64_t kb[] = { 64, 256, 1000, 4096, 16384 };
+        for (size_t i = 0; i < sizeof kb / sizeof *kb; i++) add_unique(thresholds, &threshold_count, kb[i] << 10);
+        add_unique(thresholds, &threshold_count, settings.threshold_bytes);
+    }
+    if (!excludes_text) {
+        static const uint64_t mb[] = { 0, 256, 512, 1024, 2048, 4096, 8192 };
+        for (size_t i = 0; i < sizeof mb / sizeof *mb; i++)
+            if (mb[i] * MiB < smallest_total) add_unique(excludes, &exclude_count, mb[i] * MiB);
+        add_unique(excludes, &exclude_count, settings.exclude_bytes);
+    }
+
+    r.setting_count = policy_count * threshold_count * exclude_count;
+    if (!(r.settings = calloc(r.setting_count, sizeof *r.settings))) { print_error("out of memory"); return 1; }
+    size_t n = 0;
+    for (size_t p = 0; p < policy_count; p++)
+        for (size_t t = 0; t < threshold_count; t++)
+            for (size_t e = 0; e < exclude_count; e++)
+                r.settings[n++] = (setting){ .policy_name = policies[p], .threshold_bytes = thresholds[t],
+                                             .exclude_bytes = excludes[e] };
+    r.pass = 2;
+    if (trace_read(path, &settings, on_event, &r, err, sizeof err) != 0 || r.failed) {
+        print_error("%s", err[0] ? err : "replay failed: the trace's allocations are inconsistent (allocated twice, or out of memory)");
+        release(&r);
+        return 1;
+    }
+
+    double gbps = r.recorded_in_us > 0 ? r.recorded_in / r.recorded_in_us / 1000 : DEFAULT_GBPS;
+    char out[32], in[32];
+    format_bytes(r.recorded_out, out, sizeof out);
+    format_bytes(r.recorded_in, in, sizeof in);
+    printf("recorded run: policy %s, threshold %ju KB, exclude %ju MB: swapped out %s, in %s\n", settings.policy,
+           (uintmax_t)(settings.threshold_bytes >> 10), (uintmax_t)(settings.exclude_bytes / MiB), out, in);
+    if (r.truncated) printf("warning: the trace stops early (LMS_TRACE_MAX_MB); the replay covers the part recorded\n");
+    printf("stalls assume %.1f GB/s for restores (%s)\n\n", gbps, r.recorded_in_us > 0 ? "measured in this trace" : "no swap-in recorded");
+    printf("%-8s %12s %10s %12s %12s %9s %9s %10s %5s\n", "policy", "threshold KB", "exclude MB", "swap out", "swap in",
+           "evictions", "restores", "stall ms", "OOM");
+    const setting *best = NULL;
+    for (size_t i = 0; i < r.setting_count; i++) {
+        const setting *s = &r.settings[i];
+        format_bytes(s->out_bytes, out, sizeof out);
+        format_bytes(s->in_bytes, in, sizeof in);
+        printf("%-8s %12ju %10ju %12s %12s %9ju %9ju %10.3f %5ju\n", s->policy_name, (uintmax_t)(s->threshold_bytes >> 10),
+               (uintmax_t)(s->exclude_bytes / MiB), out, in, (uintmax_t)s->evictions, (uintmax_t)s->restores,
+               s->in_bytes / gbps / 1e6, (uintmax_t)s->ooms);
+        /* Least traffic wins; on a tie, more memory left outside the cache (headroom for the
+         * driver, libraries and fragmentation), then the larger threshold (fewer mappings). */
+        if (s->ooms) continue;
+        uint64_t traffic = s->out_bytes + s->in_bytes, best_traffic = best ? best->out_bytes + best->in_bytes : 0;
+        if (!best || traffic < best_traffic ||
+            (traffic == best_traffic && (s->exclude_bytes > best->exclude_bytes ||
+                                         (s->exclude_bytes == best->exclude_bytes && s->threshold_bytes > best->threshold_bytes))))
+            best = s;
+    }
+    if (best) {
+        format_bytes(best->out_bytes + best->in_bytes, out, sizeof out);
+        printf("\nrecommended: LMS_POLICY=%s LMS_THRESHOLD_KB=%ju LMS_EXCLUDE_MB=%ju (predicted swap traffic %s, stall %.3f ms)\n",
+               best->policy_name, (uintmax_t)(best->threshold_bytes >> 10), (uintmax_t)(best->exclude_bytes / MiB), out,
+               best->in_bytes / gbps / 1e6);
+    } else {
+        printf("\nno setting in the grid avoids running out of memory: the working set of one launch is larger than the device\n");
+    }
+    release(&r);
+    return 0;
+}
