@@ -1,0 +1,93 @@
+#!/bin/sh
+# The trainer's command line: bad input gets one clear error, exit status 2, and leaves no
+# files behind; --help; info's memory figures against values computed by hand.
+set -u
+trainer="$LMS_BUILD_DIR/trainer/trainer"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+n=0
+failed=0
+report() { # status description
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
+}
+
+echo "1..25"
+
+# expect_error "message fragment" args...: exit 2, the fragment on stderr, nothing left behind.
+expect_error() {
+    fragment=$1
+    shift
+    "$trainer" "$@" >out.txt 2>err.txt
+    status=$?
+    grep -qF -- "$fragment" err.txt
+    found=$?
+    rm -f out.txt err.txt
+    left=$(ls -A | grep -v '^keep$' | tr '\n' ' ')
+    if [ "$status" -eq 2 ] && [ "$found" -eq 0 ] && [ -z "$left" ]; then
+        report 0 "trainer $* fails with exit 2: $fragment"
+    else
+        report 1 "trainer $* fails with exit 2: $fragment (got exit $status, message found: $found, left: $left)"
+    fi
+}
+
+expect_error "missing command"
+expect_error "unknown command 'frobnicate'" frobnicate --model lenet
+expect_error "--model is required" train --cpu
+expect_error "unknown model 'nosuch'" train --model nosuch --cpu
+expect_error "--batch: expected an integer of at least 1, got '0'" train --model lenet --batch 0 --cpu
+expect_error "--iters: expected an integer" train --model lenet --iters many --cpu
+expect_error "several GPUs" train --model lenet --gpu 0,1
+expect_error "--lr-policy bogus" train --model lenet --lr-policy bogus --cpu
+expect_error "--lr-policy step needs --stepsize" train --model lenet --lr-policy step --cpu
+expect_error "--size 20: must be a multiple of 16" train --model unet3d --size 20 --cpu
+expect_error "--size and --loss apply to unet3d only" train --model lenet --loss ce --cpu
+expect_error "test needs --weights" test --model lenet --cpu
+expect_error "--resume applies to train only" info --model lenet --resume x.snap
+expect_error "unknown option" train --model lenet --frobnicate --cpu
+expect_error "expected synthetic, cifar10:DIR or mnist:DIR" train --model lenet --data imagenet --cpu --iters 1
+expect_error "no CIFAR-10 training batches" train --model cifar10_quick --data cifar10:"$work/none" --cpu --iters 1
+expect_error "cannot open $work/none/train-images-idx3-ubyte" train --model lenet --data mnist:"$work/none" --cpu --iters 1
+
+
+# A snapshot of another model is refused, and the run leaves nothing.
+mkdir keep
+"$trainer" train --model lenet --cpu --batch 2 --iters 1 --test-interval 0 --display 0 --snapshot-prefix keep/lenet 2>/dev/null
+expect_error "snapshot of model lenet, not cifar10_quick" train --model cifar10_quick --cpu --batch 2 --iters 2 \
+    --resume keep/lenet_iter_1.snap
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    echo "ok $((n = n + 1)) # skip a GPU is present"
+else
+    expect_error "no CUDA GPU available" train --model lenet --iters 1
+fi
+
+"$trainer" --help >out.txt 2>&1
+status=$?
+grep -q "usage: trainer train|test|time|info" out.txt
+report $((status + $?)) "--help prints the usage and exits 0"
+
+# lenet at batch 64, by hand (floats): tensors with data and diff: conv1 64*20*24*24, pool1
+# 64*20*12*12, conv2 64*50*8*8, pool2 64*50*4*4, ip1 64*500 (relu1 in place), ip2 64*10;
+# data only: input 64*784, label 64, loss 1, softmax probabilities 64*10.
+activations=$(( (2 * (64*20*24*24 + 64*20*12*12 + 64*50*8*8 + 64*50*4*4 + 64*500 + 64*10) + 64*784 + 64 + 1 + 64*10) * 4 ))
+params=$(( (20*1*5*5 + 20 + 50*20*5*5 + 50 + 500*800 + 500 + 10*500 + 10) * 4 ))
+"$trainer" info --model lenet --batch 64 >out.txt
+grep -q "activations: $activations bytes" out.txt
+report $? "info: lenet activations at batch 64 are $activations bytes"
+grep -q "total:       $((activations + 3 * params)) bytes" out.txt
+report $? "info: lenet total at batch 64 is $((activations + 3 * params)) bytes (weights, gradients, history)"
+grep -q "Parameters: 431080" out.txt
+report $? "info: lenet has Caffe's 431080 parameters"
+
+# cifar10_full at batch 100: conv1 32x32x32, pool1 / norm1 / conv2 32x16x16, pool2 / norm2 32x8x8,
+# conv3 64x8x8, pool3 64x4x4, ip1 10 with diffs; input 3x32x32, label, loss; LRN scales of norm1
+# and norm2 and the probabilities without.
+per_image=$(( 2 * (32*32*32 + 3 * 32*16*16 + 2 * 32*8*8 + 64*8*8 + 64*4*4 + 10) + 3*32*32 + 1 + 32*16*16 + 32*8*8 + 10 ))
+"$trainer" info --model cifar10_full --batch 100 >out.txt
+grep -q "activations: $(( (100 * per_image + 1) * 4 )) bytes" out.txt
+report $? "info: cifar10_full activations at batch 100 are $(( (100 * per_image + 1) * 4 )) bytes"
+grep -q "Parameters: 89578" out.txt
+report $? "info: cifar10_full has Caffe's 89578 parameters"
+exit $failed

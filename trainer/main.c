@@ -1,0 +1,41 @@
+/* trainer: a Caffe-like training engine in C and CUDA C (trainer --help). */
+#include "trainer/gpu_backend.h"
+#include "trainer/models.h"
+#include "trainer/options.h"
+#include "trainer/run.h"
+
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+    Config cfg;
+    char err[1024];
+    int parsed = options_parse(argc, argv, &cfg, err, sizeof err);
+    if (parsed > 0) return 0;
+    if (parsed < 0) {
+        fprintf(stderr, "trainer: error: %s\n", err);
+        return 2;
+    }
+    Net *net = model_build(cfg.model, cfg.batch, &cfg.model_options);
+    if (cfg.command == CMD_INFO) {
+        int status = run_info(&cfg, net, stdout);
+        net_free(net);
+        return status;
+    }
+    const Backend *be = &cpu_backend;
+    if (!cfg.cpu && !(be = gpu_backend_open(cfg.gpu, cfg.deterministic, cfg.workspace_limit, err, sizeof err))) {
+        fprintf(stderr, "trainer: error: %s (use --cpu to run on the CPU)\n", err);
+        net_free(net);
+        return 2;
+    }
+    if (net_setup(net, be, cfg.seed, err, sizeof err)) {
+        fprintf(stderr, "trainer: error: %s: %s\n", cfg.model->name, err);
+        net_free(net);
+        return 1;
+    }
+    int status = cfg.command == CMD_TRAIN ? run_train(&cfg, net)
+               : cfg.command == CMD_TEST  ? run_test(&cfg, net)
+                                          : run_time(&cfg, net);
+    net_free(net);
+    return status;
+}

@@ -1,0 +1,34 @@
+/* The command line: trainer COMMAND [OPTIONS], parsed with getopt_long from one table. */
+#ifndef TRAINER_OPTIONS_H
+#define TRAINER_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include "trainer/models.h"
+#include "trainer/solver.h"
+
+typedef enum Command { CMD_TRAIN, CMD_TEST, CMD_TIME, CMD_INFO } Command;
+
+typedef struct Config {
+    Command command;
+    const Model *model;
+    ModelOptions model_options;
+    int batch;
+    SolverConfig solver;      /* the model's defaults, overridden by flags */
+    const char *data;         /* "synthetic", "cifar10:DIR", "mnist:DIR" */
+    uint64_t seed;
+    int cpu, gpu, deterministic;
+    size_t workspace_limit;   /* bytes of cuDNN workspace a convolution may use */
+    const char *snapshot_prefix;
+    const char *resume;       /* train: snapshot to continue from */
+    const char *weights;      /* test: snapshot to evaluate */
+    long time_iterations;     /* time: forward-backward passes to average */
+} Config;
+
+/* Parses argv into cfg. Returns 0 to go on, 1 when --help was printed (exit 0), or -1 with a
+ * message in err (exit 2). */
+int options_parse(int argc, char **argv, Config *cfg, char *err, size_t errlen);
+void options_usage(FILE *out);
+
+#endif

@@ -1,0 +1,259 @@
+/* The training loop (Caffe's Solver::Step), the test phase, timing and the memory report. */
+#include "trainer/run.h"
+#include "trainer/data.h"
+#include "trainer/log.h"
+#include "trainer/snapshot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A data set copied to the backend, from which batches are gathered there. */
+typedef struct Feeder {
+    Dataset ds;
+    uint8_t *pixels, *labels; /* on the backend */
+} Feeder;
+
+static int feeder_open(Feeder *f, const Config *cfg, const Net *net, int train)
+{
+    char err[4300];
+    memset(f, 0, sizeof *f);
+    if (dataset_open(&f->ds, cfg->data, train, cfg->model, &cfg->model_options, cfg->seed, err, sizeof err)) {
+        fprintf(stderr, "trainer: error: %s\n", err);
+        return -1;
+    }
+    f->pixels = net->be->upload_bytes(f->ds.pixels, f->ds.count * dataset_sample_size(&f->ds));
+    f->labels = net->be->upload_bytes(f->ds.labels, f->ds.count * dataset_label_size(&f->ds));
+    if (!f->pixels || !f->labels) {
+        fprintf(stderr, "trainer: error: out of %s memory for the data set %s\n", net->be->name, f->ds.name);
+        return -1;
+    }
+    return 0;
+}
+
+static void feeder_close(Feeder *f, const Net *net)
+{
+    if (f->pixels) net->be->release_bytes(f->pixels);
+    if (f->labels) net->be->release_bytes(f->labels);
+    dataset_close(&f->ds);
+}
+
+/* Loads batch number `index` of the data set into the net's input and label tensors. */
+static void feed(Feeder *f, Net *net, long index)
+{
+    const Backend *be = net->be;
+    long first = index * net->batch;
+    be->gather(net->tensors[net->input].data, f->pixels, dataset_sample_size(&f->ds), first, net->batch,
+               f->ds.count, net->subtract_mean ? 128.0f : 0.0f, net->input_scale);
+    be->gather(net->tensors[net->label].data, f->labels, dataset_label_size(&f->ds), first, net->batch,
+               f->ds.count, 0.0f, 1.0f);
+}
+
+static void test_phase(const Config *cfg, Net *net, Feeder *test, long iter)
+{
+    int classes = net->layers[net->loss_layer].aux.c, segmentation = cfg->model->segmentation;
+    float *dice = calloc(classes, sizeof *dice), *batch_dice = calloc(classes, sizeof *batch_dice);
+    double accuracy = 0, loss = 0;
+    log_info("Iteration %ld, Testing net (#0)", iter);
+    net->train = 0;
+    for (long b = 0; b < cfg->solver.test_iter; b++) {
+        feed(test, net, b);
+        net_forward(net);
+        accuracy += net_accuracy(net, segmentation ? batch_dice : NULL);
+        loss += net_loss(net);
+        for (int k = 0; k < classes && segmentation; k++) dice[k] += batch_dice[k];
+    }
+    net->train = 1;
+    long n = cfg->solver.test_iter;
+    log_info("    Test net output #0: accuracy = %g", accuracy / n);
+    log_info("    Test net output #1: loss = %g (* 1 = %g loss)", loss / n, loss / n);
+    for (int k = 1; k < classes && segmentation; k++)
+        log_info("    Test net output #%d: dice class %d = %g", k + 1, k, dice[k] / n);
+    free(dice);
+    free(batch_dice);
+}
+
+static int snapshot(const Config *cfg, Net *net, long iter)
+{
+    char path[4096], err[4300];
+    snprintf(path, sizeof path, "%s_iter_%ld.snap", cfg->snapshot_prefix, iter);
+    log_info("Snapshotting to binary file %s", path);
+    if (snapshot_write(path, net, iter, err, sizeof err)) {
+        fprintf(stderr, "trainer: error: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void format_duration(char *buf, size_t len, double seconds)
+{
+    long s = (long)(seconds + 0.5);
+    snprintf(buf, len, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+}
+
+int run_train(const Config *cfg, Net *net)
+{
+    const SolverConfig *s = &cfg->solver;
+    long iter = 0;
+    char err[4300];
+    if (cfg->resume) {
+        if (snapshot_read(cfg->resume, net, &iter, err, sizeof err)) {
+            fprintf(stderr, "trainer: error: --resume: %s\n", err);
+            return 2;
+        }
+        log_info("Resuming from %s at iteration %ld", cfg->resume, iter);
+    }
+    Feeder train, test;
+    int testing = s->test_interval > 0;
+    if (feeder_open(&train, cfg, net, 1)) {
+        feeder_close(&train, net);
+        return 2;
+    }
+    if (testing && feeder_open(&test, cfg, net, 0)) {
+        feeder_close(&train, net);
+        feeder_close(&test, net);
+        return 2;
+    }
+    log_info("Solving %s on %s, batch %d, %s data, lr policy %s, base_lr %g", net->model, net->be->name,
+             net->batch, train.ds.name, lr_policy_name(s->policy), s->base_lr);
+    const Backend *be = net->be;
+    double start = be->seconds(), last = start;
+    long last_iter = iter, first_iter = iter;
+    int status = 0;
+    for (; iter < s->max_iter; iter++) {
+        if (testing && iter % s->test_interval == 0) test_phase(cfg, net, &test, iter);
+        net->iter = iter;
+        feed(&train, net, iter);
+        net_forward(net);
+        net_backward(net);
+        if (s->display && iter % s->display == 0) {
+            float loss = net_loss(net); /* waits for the device: only when displaying */
+            double now = be->seconds(), dt = now - last;
+            long done = iter + 1 - last_iter;
+            log_info("Iteration %ld (%.3g iter/s, %.4g images/s), loss = %.9g", iter,
+                     dt > 0 ? done / dt : 0, dt > 0 ? done * net->batch / dt : 0, loss);
+            log_info("    Train net output #0: loss = %.9g (* 1 = %.9g loss)", loss, loss);
+            log_info("Iteration %ld, lr = %g", iter, solver_rate(s, iter));
+            char eta[32];
+            double rate = (iter + 1 - first_iter) / (now - start);
+            format_duration(eta, sizeof eta, rate > 0 ? (s->max_iter - iter - 1) / rate : 0);
+            log_info("Progress %ld/%ld (%.1f%%), ETA %s", iter + 1, s->max_iter, 100.0 * (iter + 1) / s->max_iter, eta);
+            last = now;
+            last_iter = iter + 1;
+        }
+        solver_update(net, s, iter);
+        if (s->snapshot && (iter + 1) % s->snapshot == 0 && iter + 1 < s->max_iter &&
+            snapshot(cfg, net, iter + 1)) {
+            status = 1;
+            break;
+        }
+    }
+    if (!status) {
+        if (testing && iter % s->test_interval == 0) test_phase(cfg, net, &test, iter);
+        if (snapshot(cfg, net, iter)) status = 1;
+        be->synchronize();
+        double total = be->seconds() - start;
+        log_info("Optimization Done: %ld iterations in %.3f s (%.4g images/s).", iter - first_iter, total,
+                 total > 0 ? (iter - first_iter) * net->batch / total : 0);
+    }
+    feeder_close(&train, net);
+    if (testing) feeder_close(&test, net);
+    return status;
+}
+
+int run_test(const Config *cfg, Net *net)
+{
+    long iter;
+    char err[4300];
+    if (snapshot_read(cfg->weights, net, &iter, err, sizeof err)) {
+        fprintf(stderr, "trainer: error: --weights: %s\n", err);
+        return 2;
+    }
+    Feeder test;
+    if (feeder_open(&test, cfg, net, 0)) {
+        feeder_close(&test, net);
+        return 2;
+    }
+    test_phase(cfg, net, &test, iter);
+    feeder_close(&test, net);
+    return 0;
+}
+
+int run_time(const Config *cfg, Net *net)
+{
+    const Backend *be = net->be;
+    Feeder train;
+    if (feeder_open(&train, cfg, net, 1)) {
+        feeder_close(&train, net);
+        return 2;
+    }
+    feed(&train, net, 0);
+    double *fwd = calloc(net->nlayers, sizeof *fwd), *bwd = calloc(net->nlayers, sizeof *bwd);
+    net_forward(net); /* warm up: first launches, lazy initialisation */
+    net_backward(net);
+    be->synchronize();
+    long n = cfg->time_iterations;
+    double start = be->seconds();
+    for (long it = 0; it < n; it++) {
+        for (int i = 0; i < net->nlayers; i++) {
+            double t = be->seconds();
+            be->forward(net, &net->layers[i]);
+            be->synchronize();
+            fwd[i] += be->seconds() - t;
+        }
+        for (int i = net->nlayers - 1; i >= 0; i--) {
+            double t = be->seconds();
+            be->backward(net, &net->layers[i]);
+            be->synchronize();
+            bwd[i] += be->seconds() - t;
+        }
+    }
+    double total = be->seconds() - start, ftotal = 0, btotal = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        log_info("%12s\tforward: %.5f ms.", net->layers[i].name, 1e3 * fwd[i] / n);
+        log_info("%12s\tbackward: %.5f ms.", net->layers[i].name, 1e3 * bwd[i] / n);
+        ftotal += fwd[i];
+        btotal += bwd[i];
+    }
+    log_info("Average Forward pass: %.5f ms.", 1e3 * ftotal / n);
+    log_info("Average Backward pass: %.5f ms.", 1e3 * btotal / n);
+    log_info("Average Forward-Backward: %.5f ms (%.4g images/s, synchronising after every layer).",
+             1e3 * total / n, n * net->batch / total);
+    free(fwd);
+    free(bwd);
+    feeder_close(&train, net);
+    return 0;
+}
+
+static double mib(size_t bytes)
+{
+    return bytes / 1048576.0;
+}
+
+int run_info(const Config *cfg, const Net *net, FILE *out)
+{
+    const Tensor *in = &net->tensors[net->input];
+    fprintf(out, "Model %s: %s\n", net->model, cfg->model->description);
+    fprintf(out, "Batch %d, input %dx%dx%dx%d\n\n", net->batch, in->c, in->d, in->h, in->w);
+    fprintf(out, "%-14s %-16s %-22s %12s %10s\n", "layer", "type", "top (NxCxDxHxW)", "params", "top MiB");
+    for (int i = 0; i < net->nlayers; i++) {
+        const Layer *l = &net->layers[i];
+        const Tensor *t = &net->tensors[l->top];
+        char shape[64];
+        snprintf(shape, sizeof shape, "%dx%dx%dx%dx%d", t->n, t->c, t->d, t->h, t->w);
+        size_t params = l->nparams ? tensor_count(&l->weight.t) + tensor_count(&l->bias.t) : 0;
+        fprintf(out, "%-14s %-16s %-22s %12zu %10.2f%s\n", l->name, layer_type_name(l->type), shape, params,
+                mib(tensor_count(t) * sizeof(float)), l->top == l->bottom[0] ? " (in place)" : "");
+    }
+    NetMemory m = net_memory(net);
+    size_t total = m.activations + m.params + m.gradients + m.history;
+    fprintf(out, "\nParameters: %zu\n", net_param_count(net));
+    fprintf(out, "Device memory for batch %d, one cudaMalloc per tensor (%zu allocations):\n", net->batch, m.count);
+    fprintf(out, "  activations: %zu bytes (%.1f MiB)  data, diff and layer buffers\n", m.activations, mib(m.activations));
+    fprintf(out, "  weights:     %zu bytes (%.1f MiB)\n", m.params, mib(m.params));
+    fprintf(out, "  gradients:   %zu bytes (%.1f MiB)\n", m.gradients, mib(m.gradients));
+    fprintf(out, "  history:     %zu bytes (%.1f MiB)  solver momentum\n", m.history, mib(m.history));
+    fprintf(out, "  total:       %zu bytes (%.1f MiB)\n", total, mib(total));
+    fprintf(out, "  plus the cuDNN workspace (chosen at setup, at most %.0f MiB), the data set (kept on the\n"
+                 "  device as bytes) and the CUDA context\n", mib(cfg->workspace_limit));
+    return 0;
+}
