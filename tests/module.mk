@@ -11,3 +11,10 @@ $(BUILD)/tests/gpu_smoke.t: $(BUILD)/tests/gpu_smoke.o $(TAP_OBJ)
 	$(NVCC) $(NVCCFLAGS) -o $@ $^ -lcublas
 
 GPU_TESTS += $(BUILD)/tests/gpu_smoke.t
+
+# The README's table of options is a copy of the one generated from preload/options.h.
+$(BUILD)/tests/readme_options.t: tests/readme_options.sh $(BUILD)/preload/options.md
+	@mkdir -p $(@D)
+	cp $< $@ && chmod 0755 $@
+
+TESTS += $(BUILD)/tests/readme_options.t
