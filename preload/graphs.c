@@ -17,6 +17,9 @@ typedef struct use_set {
 static use_set *sets;
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void lms_graphs_fork_lock(void) { pthread_mutex_lock(&sets_lock); }
+void lms_graphs_fork_unlock(void) { pthread_mutex_unlock(&sets_lock); }
+
 static use_set *find(const void *key)
 {
     use_set *set;

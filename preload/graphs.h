@@ -19,5 +19,8 @@ void lms_graph_instantiated(CUgraph graph, CUgraphExec exec);
 /* Calls fn(ctx, addr) for each allocation exec's launches use. */
 void lms_graph_each_use(CUgraphExec exec, void (*fn)(void *ctx, uint64_t addr), void *ctx);
 void lms_graph_forget(const void *graph_or_exec);
+/* Around fork (preload/fork.c): take and give back the lock of the use sets. */
+void lms_graphs_fork_lock(void);
+void lms_graphs_fork_unlock(void);
 
 #endif

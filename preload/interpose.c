@@ -2,6 +2,7 @@
  * (libraries that dlopen libcuda) and cuGetProcAddress (cudart and the libraries that carry
  * a static cudart). The real functions are resolved once, from libcuda.so.1. */
 #include "preload/hooks.h"
+#include "preload/fork.h"
 
 #include "preload/log.h"
 #include "preload/residency.h"
@@ -107,6 +108,7 @@ static void init_once(void)
         if (!passthrough) {
             open_trace();
             lms_residency_start();
+            lms_fork_protect(); /* after open_trace: see fork.h */
         }
     }
     atomic_store(&initialized, 1);

@@ -61,6 +61,9 @@ static param_layout *learn_layout(CUfunction f)
     return layout;
 }
 
+void lms_launch_scan_fork_lock(void) { pthread_mutex_lock(&layouts_lock); }
+void lms_launch_scan_fork_unlock(void) { pthread_mutex_unlock(&layouts_lock); }
+
 /* Adds each 8-byte-aligned word of bytes (which start at `offset` of the parameter block). */
 static void scan_words(lms_call *call, const unsigned char *bytes, size_t offset, size_t size)
 {

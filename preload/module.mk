@@ -1,7 +1,7 @@
 # liblms.so: the LD_PRELOAD library, with the trace writer (trace.c, stack.c: the tools'
 # module writes them; they are compiled here like every file of preload/).
 LMS_OBJS := $(addprefix $(BUILD)/preload/,interpose.o wrappers.o residency.o swap.o launch_scan.o \
-              options.o log.o stats.o graphs.o trace.o stack.o)
+              options.o log.o stats.o graphs.o trace.o stack.o fork.o)
 LIBLMS   := $(BUILD)/preload/liblms.so
 
 $(BUILD)/preload/%.o: ALL_CFLAGS += -fvisibility=hidden
@@ -26,7 +26,7 @@ LMS_DOUBLE_DIR := $(BUILD)/tests/cudadouble
 LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
                   -L$(BUILD)/preload -llms -L$(LMS_DOUBLE_DIR) -lcuda \
                   -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(LMS_DOUBLE_DIR)) -lpthread
-LMS_DOUBLE_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs
+LMS_DOUBLE_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork
 
 $(foreach t,$(LMS_DOUBLE_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
     $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(LMS_DOUBLE_DIR)/libcuda.so
@@ -36,7 +36,10 @@ $(foreach t,$(LMS_DOUBLE_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BU
 $(BUILD)/tests/lms_workload: $(BUILD)/tests/lms_workload.o $(BUILD)/tests/tap.o \
     $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(LMS_DOUBLE_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
-$(BUILD)/tests/lms_output.t: tests/lms_output.py $(BUILD)/tests/lms_workload
+# An NVTX injection library (NVTX_INJECTION64_PATH) that counts liblms's ranges.
+$(BUILD)/tests/nvtx_counter.so: $(BUILD)/tests/nvtx_counter.o
+	$(CC) -shared $(LDFLAGS) -o $@ $< -lpthread
+$(BUILD)/tests/lms_output.t: tests/lms_output.py $(BUILD)/tests/lms_workload $(BUILD)/tests/nvtx_counter.so
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 

@@ -25,6 +25,8 @@ typedef struct plain_entry {
 } plain_entry;
 
 #define MAX_VICTIMS 64  /* evictions chosen per round */
+/* A program that retries a failing allocation in a loop gets one dump per interval. */
+#define OOM_DUMP_INTERVAL_NS (2 * 1000000000ull)
 
 static struct {
     pthread_mutex_t lock;
@@ -36,6 +38,7 @@ static struct {
     lms_block *pending;    /* freed, not yet released */
     lms_policy *policy;
     uint64_t step;
+    uint64_t oom_dumped_ns;  /* when the last out-of-memory dump was written; 0: never */
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int swapping(void) { return lms_opt.MODE.value == LMS_MODE_SWAP; }
@@ -392,9 +395,11 @@ static CUresult out_of_memory(int d, size_t bytes)
 {
     lms_stats_oom();
     lms_trace_oom(d, bytes);
-    /* Without a trace the dump goes to stderr: only when the log asks for that much. */
-    if (lms_trace_recording() || lms_opt.LOG_LEVEL.value >= LMS_LOG_INFO)
-        walk_live_locked("oom");
+    uint64_t now = lms_stats_now();
+    if (R.oom_dumped_ns == 0 || now - R.oom_dumped_ns >= OOM_DUMP_INTERVAL_NS) {
+        R.oom_dumped_ns = now;
+        walk_live_locked("oom"); /* into the trace when one is recorded, else to stderr */
+    }
     log_figures(LMS_LOG_INFO, d, "out of memory", 0, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -725,8 +730,8 @@ void lms_call_end(lms_call *call)
 
 /* ---- start-up, fork, exit ---- */
 
-static void before_fork(void) { pthread_mutex_lock(&R.lock); }
-static void after_fork(void) { pthread_mutex_unlock(&R.lock); }
+void lms_residency_fork_lock(void) { pthread_mutex_lock(&R.lock); }
+void lms_residency_fork_unlock(void) { pthread_mutex_unlock(&R.lock); }
 
 static void at_exit(void)
 {
@@ -736,6 +741,5 @@ static void at_exit(void)
 void lms_residency_start(void)
 {
     R.policy = lms_policy_create(lms_policy_names[lms_opt.POLICY.value]);
-    pthread_atfork(before_fork, after_fork, after_fork);
     atexit(at_exit);
 }

@@ -15,6 +15,9 @@
 void lms_residency_start(void);
 /* Dumps every live allocation (the trace's walk_live callback). */
 void lms_residency_walk_live(void *ctx, const char *reason);
+/* Around fork (preload/fork.c): take and give back the residency lock. */
+void lms_residency_fork_lock(void);
+void lms_residency_fork_unlock(void);
 
 CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes);
 /* stream: the stream of cuMemFreeAsync (its queued work may still use the memory), or NULL. */
@@ -61,7 +64,10 @@ void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_writ
 CUresult lms_call_begin(lms_call *call);
 void lms_call_end(lms_call *call);
 
-/* Adds the words of a launch's parameters to the call. */
+/* Adds the words of a launch's parameters to the call (launch_scan.c). */
 void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **extra);
+/* Around fork (preload/fork.c): take and give back the lock of the parameter layouts. */
+void lms_launch_scan_fork_lock(void);
+void lms_launch_scan_fork_unlock(void);
 
 #endif

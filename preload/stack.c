@@ -99,6 +99,9 @@ static stack_entry *intern(const uintptr_t *pcs, uint32_t depth)
     return entry;
 }
 
+void lms_stack_fork_lock(void) { pthread_mutex_lock(&stacks_lock); }
+void lms_stack_fork_unlock(void) { pthread_mutex_unlock(&stacks_lock); }
+
 uint32_t lms_stack_capture(unsigned depth)
 {
     if (depth == 0) return 0;

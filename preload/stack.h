@@ -24,4 +24,8 @@ size_t lms_stack_frames(uint32_t id, const uintptr_t **pcs);
  * Always NUL-terminates; returns the length written. */
 size_t lms_stack_frame_name(uintptr_t pc, char *buf, size_t len);
 
+/* Around fork (the trace's handlers): take and give back the lock of the table of stacks. */
+void lms_stack_fork_lock(void);
+void lms_stack_fork_unlock(void);
+
 #endif

@@ -3,6 +3,7 @@
 #include "preload/hooks.h"
 #include "preload/log.h"
 #include "preload/stats.h"
+#include "preload/trace.h"
 
 #include <stdlib.h>
 
@@ -193,8 +194,11 @@ CUresult lms_swap_out(lms_device *dev, lms_block *a)
     for (int i = 0; i < LMS_MAX_USES && r == CUDA_SUCCESS; i++)
         if (a->uses[i].active)
             r = lms_real.cuStreamWaitEvent(dev->copy_stream, a->uses[i].event, 0);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        uint64_t range = lms_trace_range_begin(LMS_SWAP_OUT, a->size);
         r = copy_and_wait(dev, b->stage, b->pinned, a->addr, a->size);
+        lms_trace_range_end(range);
+    }
     /* Only now that the copy has completed (and with it every last use) may the handle go. */
     if (r == CUDA_SUCCESS)
         r = lms_real.cuMemUnmap(a->addr, a->padded);
@@ -228,9 +232,14 @@ CUresult lms_swap_in(lms_device *dev, lms_block *a, CUmemGenericAllocationHandle
     CUresult r = dev->host_vmm ? lms_real.cuMemUnmap(a->addr, a->padded) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && (r = lms_swap_map(a->addr, a->padded, h, a->device)) != CUDA_SUCCESS)
         remap_backing(dev, a);
-    if (r == CUDA_SUCCESS && !whole_write && (r = copy_in(dev, a)) != CUDA_SUCCESS) {
-        lms_real.cuMemUnmap(a->addr, a->padded);
-        remap_backing(dev, a);
+    if (r == CUDA_SUCCESS && !whole_write) {
+        uint64_t range = lms_trace_range_begin(LMS_SWAP_IN, a->size);
+        r = copy_in(dev, a);
+        lms_trace_range_end(range);
+        if (r != CUDA_SUCCESS) {
+            lms_real.cuMemUnmap(a->addr, a->padded);
+            remap_backing(dev, a);
+        }
     }
     if (r != CUDA_SUCCESS)
         return r;

@@ -622,15 +622,35 @@ static int expand_path(const char *path, char *expanded, size_t len)
     return 0;
 }
 
+/* Around fork, every lock of the writer is taken, in the order it nests them (a dump names
+ * frames and stacks and writes events), so the child finds them free. liblms's other locks
+ * (residency, graphs, launches) come
+ * first: liblms registers its handlers after these (preload/fork.h). */
+static void lock_for_fork(void)
+{
+    pthread_mutex_lock(&dump.lock);
+    pthread_mutex_lock(&frames_lock);
+    lms_stack_fork_lock();
+    pthread_mutex_lock(&trace.lock);
+}
+
+static void unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&trace.lock);
+    lms_stack_fork_unlock();
+    pthread_mutex_unlock(&frames_lock);
+    pthread_mutex_unlock(&dump.lock);
+}
+
+/* The file is the parent's, and the dump thread was not forked. */
 static void forget_in_child(void)
 {
     atomic_store(&lms_trace_flags_, 0u);
     if (trace.fd >= 0) close(trace.fd);
     trace.fd = -1;
     trace.used = 0;
-    pthread_mutex_init(&trace.lock, NULL);
-    pthread_mutex_init(&dump.lock, NULL);
     dump.thread_running = false;
+    unlock_after_fork();
 }
 
 int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len)
@@ -682,7 +702,7 @@ int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len)
     if (!registered) {
         registered = true;
         atexit(lms_trace_close);
-        pthread_atfork(NULL, NULL, forget_in_child);
+        pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child);
     }
     atomic_store(&lms_trace_flags_, flags);
     return 0;

@@ -9,18 +9,6 @@
 
 #define GRAIN ((size_t)2 << 20)
 
-static bool file_mentions(const char *path, const char *word)
-{
-    FILE *f = fopen(path, "r");
-    char line[512];
-    bool found = false;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, word) != NULL;
-    if (f)
-        fclose(f);
-    return found;
-}
-
 int main(void)
 {
     plan(22);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """liblms's output on a small workload over the driver double: the log lines (allocate with
 its figures, evict, restore, the options at start-up), the exit statistics as JSON and as a
-table, and the trace file (swaps, evictions with reasons, launch uses with kernel names)."""
+table, the trace file (swaps, evictions with reasons, launch uses with kernel names), the NVTX
+ranges around swaps (seen by tests/nvtx_counter.so, as Nsight Systems would see them), and the
+dump of live allocations before an out-of-memory error."""
 import json
 import os
 import re
@@ -11,6 +13,7 @@ import tempfile
 
 build = os.environ.get("LMS_BUILD_DIR", "build")
 workload = os.path.join(build, "tests", "lms_workload")
+nvtx_counter = os.path.abspath(os.path.join(build, "tests", "nvtx_counter.so"))
 MiB = 1 << 20
 count = 0
 failed = False
@@ -26,14 +29,20 @@ def ok(cond, what, detail=""):
             print("# " + line)
 
 
-def run(**env):
-    full = {k: v for k, v in os.environ.items() if not k.startswith("LMS_")}
+def run(*args, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("LMS_", "NVTX_"))}
     full.update({"LMS_THRESHOLD_KB": "64", "CUDADOUBLE_CAPACITY_MB": "16"})
     full.update(env)
-    return subprocess.run([workload], env=full, capture_output=True, text=True, timeout=120)
+    return subprocess.run([workload, *args], env=full, capture_output=True, text=True, timeout=120)
 
 
-print("1..14")
+def trace_events(path):
+    with open(path) as f:
+        trace = json.load(f)
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
+print("1..22")
 with tempfile.TemporaryDirectory() as tmp:
     trace_path = os.path.join(tmp, "run.json")
     p = run(LMS_LOG_LEVEL="3", LMS_STATS="json", LMS_TRACE=trace_path, LMS_TRACE_USES="1")
@@ -55,9 +64,7 @@ with tempfile.TemporaryDirectory() as tmp:
        and s["evictions"]["demand"] > 0 and s["peak_host_pool"] > 0,
        "swaps, evictions by reason and the host pool's peak", stats)
 
-    with open(trace_path) as f:
-        trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    events = trace_events(trace_path)
     names = [e.get("name") for e in events]
     ok("swap out" in names and "swap in" in names, "the trace holds swaps")
     reasons = {e["args"]["reason"] for e in events if e.get("name") == "evict"}
@@ -77,4 +84,33 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run(LMS_TRACE=trace_path)
     ok(p.returncode == 2 and "LMS_TRACE" in p.stderr, "an existing trace file is never overwritten: status 2",
        p.stderr)
+
+    # NVTX: one range per swap copy, each ended; the swaps out match the statistics.
+    p = run(LMS_STATS="json", NVTX_INJECTION64_PATH=nvtx_counter)
+    counts = re.search(r"^nvtx liblms: swap out (\d+) swap in (\d+) other (\d+) ended (\d+) unmatched (\d+)$",
+                       p.stderr, re.M)
+    ok(p.returncode == 0 and counts, "the NVTX tool attaches and reports", p.stderr)
+    out_n, in_n, other_n, ended_n, unmatched_n = map(int, counts.groups()) if counts else (0,) * 5
+    stats = [json.loads(l)["liblms"] for l in p.stderr.splitlines() if l.startswith('{"liblms"')]
+    ok(stats and out_n == stats[0]["swapped_out"]["count"] > 0,
+       "one NVTX range per swap out (%d), as many as the statistics count" % out_n, p.stderr)
+    ok(stats and 0 < in_n <= stats[0]["swapped_in"]["count"],
+       "an NVTX range per swap in that copies (%d)" % in_n, p.stderr)
+    ok(other_n == 0 and unmatched_n == 0 and ended_n == out_n + in_n, "every range ended once", p.stderr)
+
+    # Out of memory: the dump goes to stderr even at log level 0, once per interval of retries.
+    p = run("oom", LMS_MODE="cap")
+    ok(p.returncode == 0, "the out-of-memory workload gets its errors (status %d)" % p.returncode, p.stderr)
+    dumps = p.stderr.count("liblms: live allocations (oom):")
+    ok(dumps == 2, "one dump for 20 quick retries, one more after the interval (%d)" % dumps, p.stderr)
+    ok(p.stderr.count("liblms: 16 live allocations") == 2, "each dump lists the 16 live allocations",
+       p.stderr)
+    oom_trace = os.path.join(tmp, "oom.json")
+    p = run("oom", LMS_MODE="cap", LMS_TRACE=oom_trace)
+    events = trace_events(oom_trace) if p.returncode == 0 else []
+    dump_reasons = [e["args"]["reason"] for e in events if e.get("name") == "lms.dump"]
+    live = [e for e in events if e.get("name") == "lms.live"]
+    ok(p.returncode == 0 and dump_reasons == ["oom", "oom"] and len(live) == 32
+       and sum(e.get("name") == "oom" for e in events) == 22 and "live allocations" not in p.stderr,
+       "with a trace the dumps go into it, every error is an oom event", (p.stderr, dump_reasons, len(live)))
 sys.exit(1 if failed else 0)

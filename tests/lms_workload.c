@@ -1,18 +1,48 @@
-/* A small program on the double for the output tests (lms_output.py): twelve 1 MiB
- * buffers on a 16 MiB device written, launched on, read back and freed. Exits 0 when every
- * byte read back is right. Run with LMS_THRESHOLD_KB=64 CUDADOUBLE_CAPACITY_MB=16. */
+/* A small program on the double for the output tests (lms_output.py), run with
+ * LMS_THRESHOLD_KB=64 CUDADOUBLE_CAPACITY_MB=16.
+ *   lms_workload       twelve 1 MiB buffers written, launched on, read back and freed; exits 0
+ *                      when every byte read back is right.
+ *   lms_workload oom   (with LMS_MODE=cap) 1 MiB buffers until out of memory, the failing
+ *                      allocation retried OOM_RETRIES times at once and once more after
+ *                      OOM_PAUSE_MS; exits 0 when each of those got CUDA_ERROR_OUT_OF_MEMORY. */
 #include "tests/lms_testlib.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #define MIB ((size_t)1 << 20)
 #define BUFFERS 12
+#define OOM_RETRIES 20
+#define OOM_PAUSE_MS 2200 /* past liblms's interval between two out-of-memory dumps */
 
-int main(void)
+static int run_out_of_memory(void)
+{
+    CUdeviceptr buf[64];
+    unsigned held = 0;
+    while (held < 64 && cuMemAlloc(&buf[held], MIB) == CUDA_SUCCESS)
+        held++;
+    int ooms = 0;
+    CUdeviceptr extra;
+    for (int i = 0; i < OOM_RETRIES; i++)
+        ooms += cuMemAlloc(&extra, MIB) == CUDA_ERROR_OUT_OF_MEMORY;
+    nanosleep(&(struct timespec){ OOM_PAUSE_MS / 1000, OOM_PAUSE_MS % 1000 * 1000000L }, NULL);
+    ooms += cuMemAlloc(&extra, MIB) == CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned i = 0; i < held; i++)
+        CU_OK(cuMemFree(buf[i]));
+    if (held == 64 || ooms != OOM_RETRIES + 1)
+        fprintf(stderr, "lms_workload: %u buffers held, %d of %d retries out of memory\n", held, ooms,
+                OOM_RETRIES + 1);
+    return held < 64 && ooms == OOM_RETRIES + 1 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
 {
     static unsigned char host[MIB];
     CUdeviceptr buf[BUFFERS];
     lms_test_context();
+    if (argc > 1 && strcmp(argv[1], "oom") == 0)
+        return run_out_of_memory();
     for (unsigned i = 0; i < BUFFERS; i++) {
         CU_OK(cuMemAlloc(&buf[i], MIB));
         lms_test_pattern(host, MIB, i);

@@ -101,6 +101,43 @@ static entry_stats *stats_for(const char *entry_point)
     return s;
 }
 
+/* ---- fork ---- */
+
+/* The thread that forks takes every lock of the double first (cd.lock is the outer one: the
+ * others are taken under it, never the reverse), so the child finds them free. Registered
+ * when the library loads, before liblms registers its own handlers: pthread_atfork runs
+ * prepare handlers in reverse order, so liblms's locks, held while it calls the driver, are
+ * taken before these. */
+static void lock_for_fork(void)
+{
+    pthread_mutex_lock(&cd.lock);
+    cd_kernels_fork_lock();
+    pthread_mutex_lock(&stats_lock);
+    pthread_mutex_lock(&log_lock);
+}
+
+static void unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&log_lock);
+    pthread_mutex_unlock(&stats_lock);
+    cd_kernels_fork_unlock();
+    pthread_mutex_unlock(&cd.lock);
+}
+
+/* The threads that waited on cd.progress stayed with the parent: a broadcast in the child
+ * would wait for them for ever. The stream worker threads stayed there too: work queued in
+ * the child on a stream made before fork never runs. */
+static void unlock_in_child(void)
+{
+    pthread_cond_init(&cd.progress, NULL);
+    unlock_after_fork();
+}
+
+__attribute__((constructor)) static void handle_fork(void)
+{
+    pthread_atfork(lock_for_fork, unlock_after_fork, unlock_in_child);
+}
+
 bool cd_enter(const char *entry_point, bool needs_init, CUresult *result)
 {
     pthread_mutex_lock(&stats_lock);

@@ -185,6 +185,9 @@ CUresult cd_ctx_synchronize(cd_ctx *ctx);
 /* ---- kernels (kernels.c) ---- */
 
 void cd_kernel_run(const cd_op *op);
+/* Around fork (control.c): take and give back the lock of the kernel table. */
+void cd_kernels_fork_lock(void);
+void cd_kernels_fork_unlock(void);
 /* A second, independent copy of a launch op's arguments, for graph replay. */
 unsigned char *cd_kernel_args_dup(const cd_op *op);
 

@@ -50,25 +50,28 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-static CUresult event_record(CUevent hEvent, CUstream hStream)
+/* Queues a record of hEvent (its next one), or a wait for its last record, on hStream. The op
+ * holds a reference to the event. Waiting for an event never recorded waits for nothing. */
+static CUresult enqueue_event_op(cd_op_kind kind, CUevent hEvent, CUstream hStream)
 {
-    cd_op *op = cd_op_new(CD_OP_EVENT_RECORD);
+    cd_op *op = cd_op_new(kind);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    cd_stream *s;
+    bool record = kind == CD_OP_EVENT_RECORD;
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
-    CUresult result = CUDA_ERROR_INVALID_HANDLE;
-    if (e) {
+    CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+    if (e && (record || e->record_seq > 0)) {
         e->refs++;
         op->u.event.event = e;
-        op->u.event.seq = e->record_seq + 1;
-        result = cd_enqueue_locked(hStream, op, &s);
-        if (result == CUDA_SUCCESS)
+        op->u.event.seq = e->record_seq + (record ? 1 : 0);
+        cd_stream *s;
+        result = cd_enqueue_locked(hStream, op, &s); /* which frees op when it fails */
+        if (result == CUDA_SUCCESS && record)
             e->record_seq++;
-    } else {
-        free(op);
+        op = NULL;
     }
+    free(op);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -76,7 +79,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream)
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     CD_ENTER("cuEventRecord");
-    return event_record(hEvent, hStream);
+    return enqueue_event_op(CD_OP_EVENT_RECORD, hEvent, hStream);
 }
 
 CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
@@ -84,7 +87,7 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int f
     CD_ENTER("cuEventRecordWithFlags");
     if (flags != CU_EVENT_RECORD_DEFAULT)
         return CUDA_ERROR_INVALID_VALUE;
-    return event_record(hEvent, hStream);
+    return enqueue_event_op(CD_OP_EVENT_RECORD, hEvent, hStream);
 }
 
 CUresult cuEventQuery(CUevent hEvent)
@@ -149,24 +152,5 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
     CD_ENTER("cuStreamWaitEvent");
     if (Flags != CU_EVENT_WAIT_DEFAULT)
         return CUDA_ERROR_INVALID_VALUE;
-    cd_op *op = cd_op_new(CD_OP_EVENT_WAIT);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    cd_stream *s;
-    pthread_mutex_lock(&cd.lock);
-    cd_event *e = find_event_locked(hEvent);
-    CUresult result = CUDA_ERROR_INVALID_HANDLE;
-    if (e && e->record_seq == 0) { /* never recorded: nothing to wait for */
-        free(op);
-        result = CUDA_SUCCESS;
-    } else if (e) {
-        e->refs++;
-        op->u.event.event = e;
-        op->u.event.seq = e->record_seq;
-        result = cd_enqueue_locked(hStream, op, &s);
-    } else {
-        free(op);
-    }
-    pthread_mutex_unlock(&cd.lock);
-    return result;
+    return enqueue_event_op(CD_OP_EVENT_WAIT, hEvent, hStream);
 }

@@ -66,6 +66,9 @@ CUfunction cudadouble_register_function(const char *name, cudadouble_kernel_fn f
     return (CUfunction)register_kernel(name, fn, param_count, param_sizes, true);
 }
 
+void cd_kernels_fork_lock(void) { pthread_mutex_lock(&kernels_lock); }
+void cd_kernels_fork_unlock(void) { pthread_mutex_unlock(&kernels_lock); }
+
 static const struct cd_kernel *find_kernel(const void *handle)
 {
     pthread_mutex_lock(&kernels_lock);

@@ -5,7 +5,10 @@
 #include "tests/cudadouble/cudadouble.h"
 #include "tests/tap.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Stops the test with the failing call's text, file and line. */
@@ -25,6 +28,19 @@ static inline CUcontext double_setup(size_t capacity)
     CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
     CHECK_CU(cuCtxSetCurrent(ctx));
     return ctx;
+}
+
+/* Whether a line of the file (a CUDADOUBLE_LOG) contains word; false when it cannot be read. */
+static inline bool file_mentions(const char *path, const char *word)
+{
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[512];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, word) != NULL;
+    if (f)
+        fclose(f);
+    return found;
 }
 
 static inline void sleep_ms(long ms)

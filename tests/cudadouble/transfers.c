@@ -216,24 +216,26 @@ CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int
 
 /* ---- copies between devices: one address space here, so plain device copies ---- */
 
+static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                          size_t size, bool sync, CUstream hStream)
+{
+    if (!dst_ctx || !src_ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return copy((uintptr_t)dst, DEVICE_ONLY, (uintptr_t)src, DEVICE_ONLY, size, sync, hStream);
+}
+
 CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                       CUcontext srcContext, size_t ByteCount)
 {
     CD_ENTER("cuMemcpyPeer");
-    if (!dstContext || !srcContext)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return copy((uintptr_t)dstDevice, DEVICE_ONLY, (uintptr_t)srcDevice, DEVICE_ONLY, ByteCount,
-                true, NULL);
+    return copy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, true, NULL);
 }
 
 CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                            CUcontext srcContext, size_t ByteCount, CUstream hStream)
 {
     CD_ENTER("cuMemcpyPeerAsync");
-    if (!dstContext || !srcContext)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return copy((uintptr_t)dstDevice, DEVICE_ONLY, (uintptr_t)srcDevice, DEVICE_ONLY, ByteCount,
-                false, hStream);
+    return copy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, false, hStream);
 }
 
 /* ---- 2D copies between host, device and unified memory (no arrays) ---- */
