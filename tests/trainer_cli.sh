@@ -2,16 +2,7 @@
 # The trainer's command line: bad input gets one clear error, exit status 2, and leaves no
 # files behind; --help; info's memory figures against values computed by hand.
 set -u
-trainer="$LMS_BUILD_DIR/trainer/trainer"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-n=0
-failed=0
-report() { # status description
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
-}
+. "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 
 echo "1..25"
 

@@ -3,16 +3,7 @@
 # reproduces the uninterrupted loss sequence and final snapshot exactly; test and time work;
 # every model trains a step.
 set -u
-trainer="$LMS_BUILD_DIR/trainer/trainer"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-n=0
-failed=0
-report() { # status description
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
-}
+. "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 # "ITER LOSS" for every displayed iteration of a log.
 losses() { sed -n 's/.*] Iteration \([0-9]*\) (.*loss = \(.*\)$/\1 \2/p' "$1"; }
 

@@ -18,7 +18,7 @@ $(foreach t,$(TRAINER_C_TESTS),$(eval $(BUILD)/tests/$(t).t: $(BUILD)/tests/$(t)
 
 # Script tests run the trainer binary.
 TRAINER_SCRIPT_TESTS := trainer_cli trainer_train
-$(BUILD)/tests/trainer_%.t: tests/trainer_%.sh $(BUILD)/trainer/trainer
+$(BUILD)/tests/trainer_%.t: tests/trainer_%.sh tests/trainer_tap.sh $(BUILD)/trainer/trainer
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 
