@@ -94,7 +94,9 @@ static void init_once(void)
     lms_options_dump();
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!cuda) {
-        lms_log(LMS_LOG_ERROR, -1, "cannot load libcuda.so.1 (%s): passing every call through",
+        /* Not an error: every process started under LD_PRELOAD loads liblms, shells and
+         * helpers included, and a machine without a driver has nothing to manage. */
+        lms_log(LMS_LOG_INFO, -1, "cannot load libcuda.so.1 (%s): passing every call through",
                 dlerror());
     } else {
         for (size_t i = 0; i < HOOK_COUNT; i++)
