@@ -20,21 +20,21 @@ $(BUILD)/preload/options.md: $(BUILD)/preload/lms-options-table
 ALL_TARGETS += $(LIBLMS) $(BUILD)/preload/options.md
 INSTALL_LIB += $(LIBLMS)
 
-# Tests on the CUDA driver double: liblms.so is linked ahead of the double's libcuda.so.1,
+# Tests on the simulated GPU: liblms.so is linked ahead of the simulator's libcuda.so.1,
 # so the program's driver calls reach liblms's wrappers as they would under LD_PRELOAD.
-LMS_DOUBLE_DIR := $(BUILD)/tests/cudadouble
+SIM_DIR := $(BUILD)/sim
 LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
-                  -L$(BUILD)/preload -llms -L$(LMS_DOUBLE_DIR) -lcuda \
-                  -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(LMS_DOUBLE_DIR)) -lpthread
-LMS_DOUBLE_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork
+                  -L$(BUILD)/preload -llms -L$(SIM_DIR) -lcuda \
+                  -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(SIM_DIR)) -lpthread
+LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork
 
-$(foreach t,$(LMS_DOUBLE_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
-    $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(LMS_DOUBLE_DIR)/libcuda.so
+$(foreach t,$(LMS_SIM_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
+    $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
 
-# The output tests run this program on the double.
+# The output tests run this program on the simulator.
 $(BUILD)/tests/lms_workload: $(BUILD)/tests/lms_workload.o $(BUILD)/tests/tap.o \
-    $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(LMS_DOUBLE_DIR)/libcuda.so
+    $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
 # An NVTX injection library (NVTX_INJECTION64_PATH) that counts liblms's ranges.
 $(BUILD)/tests/nvtx_counter.so: $(BUILD)/tests/nvtx_counter.o
@@ -48,7 +48,7 @@ $(BUILD)/tests/lms_env.t: tests/lms_env.py $(LIBLMS)
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 
-TESTS += $(foreach t,$(LMS_DOUBLE_TESTS) lms_env lms_output,$(BUILD)/tests/$(t).t)
+TESTS += $(foreach t,$(LMS_SIM_TESTS) lms_env lms_output,$(BUILD)/tests/$(t).t)
 
 # On the real GPU (make check-gpu): tests/lms_gpu.sh runs lms_gpu_check under LD_PRELOAD.
 $(BUILD)/tests/lms_gpu.o: CPPFLAGS += $(if $(CUDNN_INC),-I$(CUDNN_INC))

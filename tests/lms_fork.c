@@ -1,9 +1,9 @@
 /* fork() from one thread while others allocate, launch, copy and free, with a trace
  * recorded (so stacks are captured and every launch writes an event): each child must find
- * liblms's locks (and the double's) free, use the library (query memory, allocate, launch)
+ * liblms's locks (and the simulator's) free, use the library (query memory, allocate, launch)
  * and exit normally, instead of deadlocking on a lock a parent thread held at fork. The
  * device has room for everything: in the child, an eviction would wait for the copy stream,
- * whose thread (in the double, as the real driver's work) stayed with the parent. */
+ * whose thread (in the simulator, as the real driver's work) stayed with the parent. */
 #include "tests/lms_testlib.h"
 
 #include <pthread.h>
@@ -126,7 +126,7 @@ int main(int argc, char **argv)
     /* The pid: re-executing with the environment keeps it. */
     snprintf(trace_path, sizeof trace_path, "%s/tests/lms_fork.%d.json", build ? build : "build", (int)getpid());
     snprintf(trace_env, sizeof trace_env, "LMS_TRACE=%s", trace_path);
-    const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "CUDADOUBLE_CAPACITY_MB=64",
+    const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=64",
                                 "LMS_TRACE_USES=1", trace_env, NULL };
     lms_test_with_env(argv, env);
     plan(WORKERS + 2);

@@ -13,7 +13,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     static const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0",
-                                       "CUDADOUBLE_CAPACITY_MB=16", "CUDADOUBLE_HOST_VMM=0", NULL };
+                                       "LMS_SIM_CAPACITY_MB=16", "LMS_SIM_HOST_VMM=0", NULL };
     lms_test_with_env(argv, env);
     plan(4);
     lms_test_context();
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     CUgraphExec exec;
     CU_OK(cuStreamEndCapture(stream, &graph));
     CU_OK(cuGraphInstantiate(&exec, graph, 0));
-    unsigned long launches = cudadouble_calls("cuGraphLaunch");
+    unsigned long launches = sim_calls("cuGraphLaunch");
 
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < OTHERS; i++)
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         CU_OK(cuGraphLaunch(exec, stream));
     }
     CU_OK(cuStreamSynchronize(stream));
-    is_uint(cudadouble_calls("cuGraphLaunch") - launches, 2, "the graph ran twice");
+    is_uint(sim_calls("cuGraphLaunch") - launches, 2, "the graph ran twice");
     int right = 0;
     for (int i = 0; i < IN_GRAPH; i++) {
         CU_OK(cuMemcpyDtoH(host, graph_buf[i], MIB));

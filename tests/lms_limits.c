@@ -35,11 +35,11 @@ static int exclude_case(size_t handles_that_fit)
 {
     CUdeviceptr bufs[8];
     EXPECT(fill(bufs, (int)handles_that_fit) == CUDA_SUCCESS);
-    EXPECT(cudadouble_device_used(0) == handles_that_fit * 2 * MIB);
-    EXPECT(cudadouble_calls("cuMemUnmap") == 0);
+    EXPECT(sim_device_used(0) == handles_that_fit * 2 * MIB);
+    EXPECT(sim_calls("cuMemUnmap") == 0);
     EXPECT(fill(bufs + handles_that_fit, 1) == CUDA_SUCCESS);
-    EXPECT(cudadouble_device_used(0) == handles_that_fit * 2 * MIB);
-    EXPECT(cudadouble_calls("cuMemUnmap") > 0);
+    EXPECT(sim_device_used(0) == handles_that_fit * 2 * MIB);
+    EXPECT(sim_calls("cuMemUnmap") > 0);
     return 0;
 }
 
@@ -51,7 +51,7 @@ static int cap_case(void)
     CUdeviceptr all, one;
     EXPECT(cuMemAlloc(&all, 12 * MIB) == CUDA_SUCCESS);
     EXPECT(cuMemAlloc(&one, 1) == CUDA_ERROR_OUT_OF_MEMORY);
-    EXPECT(cudadouble_calls("cuMemCreate") == 0);
+    EXPECT(sim_calls("cuMemCreate") == 0);
     EXPECT(cuMemFree(all) == CUDA_SUCCESS);
     EXPECT(cuMemAlloc(&one, 1) == CUDA_SUCCESS);
     return 0;
@@ -64,10 +64,10 @@ static int nothing_evictable_case(void)
     EXPECT(fill(&swappable, 1) == CUDA_SUCCESS);
     for (int i = 0; i < 14 * 32; i++)
         EXPECT(cuMemAlloc(&small, 32 * 1024) == CUDA_SUCCESS);
-    EXPECT(cudadouble_calls("cuMemUnmap") == 0);
+    EXPECT(sim_calls("cuMemUnmap") == 0);
     for (int i = 0; i < 2 * 32; i++)
         EXPECT(cuMemAlloc(&small, 32 * 1024) == CUDA_SUCCESS);
-    EXPECT(cudadouble_calls("cuMemUnmap") > 0);
+    EXPECT(sim_calls("cuMemUnmap") > 0);
     EXPECT(cuMemAlloc(&small, 32 * 1024) == CUDA_ERROR_OUT_OF_MEMORY);
     EXPECT(cuMemAlloc(&small, 2 * MIB) == CUDA_ERROR_OUT_OF_MEMORY);
     return 0;
@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     if (argc > 1)
         return child(argv[1]);
     plan(CASES);
-    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "CUDADOUBLE_CAPACITY_MB=16", NULL };
+    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_SIM_CAPACITY_MB=16", NULL };
     for (int i = 0; i < CASES; i++) {
         const char *env[10];
         int n = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""liblms's output on a small workload over the driver double: the log lines (allocate with
+"""liblms's output on a small workload over the simulated GPU: the log lines (allocate with
 its figures, evict, restore, the options at start-up), the exit statistics as JSON and as a
 table, the trace file (swaps, evictions with reasons, launch uses with kernel names), the NVTX
 ranges around swaps (seen by tests/nvtx_counter.so, as Nsight Systems would see them), and the
@@ -31,7 +31,7 @@ def ok(cond, what, detail=""):
 
 def run(*args, **env):
     full = {k: v for k, v in os.environ.items() if not k.startswith(("LMS_", "NVTX_"))}
-    full.update({"LMS_THRESHOLD_KB": "64", "CUDADOUBLE_CAPACITY_MB": "16"})
+    full.update({"LMS_THRESHOLD_KB": "64", "LMS_SIM_CAPACITY_MB": "16"})
     full.update(env)
     return subprocess.run([workload, *args], env=full, capture_output=True, text=True, timeout=120)
 

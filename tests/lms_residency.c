@@ -1,4 +1,4 @@
-/* Evict and restore through the double: data intact at a stable pointer, the threshold,
+/* Evict and restore through the simulator: data intact at a stable pointer, the threshold,
  * whole-allocation writes, the host-mapped fallback for missed pointers, unmap ordering
  * against queued work, and fault injection at each driver call liblms makes. */
 #include "tests/lms_testlib.h"
@@ -24,7 +24,7 @@ typedef struct hidden_ref {
     uint64_t sum;
 } hidden_ref;
 
-static void sum_hidden(const cudadouble_launch *l)
+static void sum_hidden(const sim_launch *l)
 {
     hidden_ref *ref = *(hidden_ref **)l->params[0];
     const unsigned char *p = (const unsigned char *)(uintptr_t)ref->ptr;
@@ -35,7 +35,7 @@ static void sum_hidden(const cudadouble_launch *l)
 }
 
 /* Sleeps, then sums its buffer into *out: its last use is long after its launch returns. */
-static void slow_sum(const cudadouble_launch *l)
+static void slow_sum(const sim_launch *l)
 {
     usleep(100 * 1000);
     const unsigned char *p = *(const unsigned char **)l->params[0];
@@ -85,7 +85,7 @@ static int missed_pointer_child(void)
 {
     lms_test_context();
     size_t sizes[] = { sizeof(void *) };
-    CUkernel k = cudadouble_register_kernel("sum_hidden", sum_hidden, 1, sizes);
+    CUkernel k = sim_register_kernel("sum_hidden", sum_hidden, 1, sizes);
     for (unsigned i = 0; i < BUFFERS; i++)
         CU_OK(cuMemAlloc(&buf[i], BUFFER_BYTES));
     write_all(); /* buffer 0, written first, is evicted by the end */
@@ -107,7 +107,7 @@ static const char *const fault_points[] = {
 int main(int argc, char **argv)
 {
     static const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0",
-                                       "CUDADOUBLE_CAPACITY_MB=16", NULL };
+                                       "LMS_SIM_CAPACITY_MB=16", NULL };
     lms_test_with_env(argv, env);
     if (argc > 1 && strcmp(argv[1], "missed-pointer") == 0)
         return missed_pointer_child();
@@ -118,15 +118,15 @@ int main(int argc, char **argv)
     /* Stable pointers, intact data. */
     for (unsigned i = 0; i < BUFFERS; i++)
         CU_OK(cuMemAlloc(&buf[i], BUFFER_BYTES));
-    unsigned long unmaps = cudadouble_calls("cuMemUnmap");
+    unsigned long unmaps = sim_calls("cuMemUnmap");
     write_all();
-    ok(cudadouble_calls("cuMemUnmap") > unmaps, "writing 48 MiB into a 16 MiB device evicts");
-    ok(cudadouble_device_used(0) <= 16 * MIB, "device use %zu stays within the 16 MiB soft limit",
-       cudadouble_device_used(0));
+    ok(sim_calls("cuMemUnmap") > unmaps, "writing 48 MiB into a 16 MiB device evicts");
+    ok(sim_device_used(0) <= 16 * MIB, "device use %zu stays within the 16 MiB soft limit",
+       sim_device_used(0));
     is_uint(count_intact(0), BUFFERS, "every buffer reads back intact at its original pointer");
-    unsigned long creates = cudadouble_calls("cuMemCreate");
+    unsigned long creates = sim_calls("cuMemCreate");
     write_all();
-    is_uint(cudadouble_calls("cuMemCreate") - creates, 0,
+    is_uint(sim_calls("cuMemCreate") - creates, 0,
             "another pass over every buffer creates no handle: device handles and host backing are reused");
 
     /* Launches restore what they use: CUfunction (add) and CUkernel (fill) handles. */
@@ -140,14 +140,14 @@ int main(int argc, char **argv)
     write_all();
 
     /* The threshold: below it a plain allocation, at it a swappable one. */
-    unsigned long plain = cudadouble_calls("cuMemAlloc_v2"), created = cudadouble_calls("cuMemCreate");
+    unsigned long plain = sim_calls("cuMemAlloc_v2"), created = sim_calls("cuMemCreate");
     CUdeviceptr small, large;
     CU_OK(cuMemAlloc(&small, 64 * 1024 - 1));
-    ok(cudadouble_calls("cuMemAlloc_v2") == plain + 1 && cudadouble_calls("cuMemCreate") == created,
+    ok(sim_calls("cuMemAlloc_v2") == plain + 1 && sim_calls("cuMemCreate") == created,
        "LMS_THRESHOLD_KB - 1 byte: a plain allocation");
-    plain = cudadouble_calls("cuMemAlloc_v2");
+    plain = sim_calls("cuMemAlloc_v2");
     CU_OK(cuMemAlloc(&large, 64 * 1024));
-    ok(cudadouble_calls("cuMemAlloc_v2") == plain && cudadouble_calls("cuMemCreate") > created,
+    ok(sim_calls("cuMemAlloc_v2") == plain && sim_calls("cuMemCreate") > created,
        "LMS_THRESHOLD_KB exactly: a swappable allocation");
     CU_OK(cuMemFree(small));
     CU_OK(cuMemFree(large));
@@ -155,20 +155,20 @@ int main(int argc, char **argv)
     /* A memset of the whole of an evicted buffer needs no restore copy: the only bytes copied
      * are those of the buffer evicted to make room. Buffer 0 is the least recently used. */
     write_all();
-    size_t copied = cudadouble_bytes_copied();
+    size_t copied = sim_bytes_copied();
     CU_OK(cuMemsetD8(buf[0], 0x5a, BUFFER_BYTES));
-    is_uint(cudadouble_bytes_copied() - copied, BUFFER_BYTES,
+    is_uint(sim_bytes_copied() - copied, BUFFER_BYTES,
             "a whole-allocation memset restores nothing (one eviction copied)");
     CU_OK(cuMemcpyDtoH(host, buf[0], BUFFER_BYTES));
     ok(host[0] == 0x5a && host[BUFFER_BYTES - 1] == 0x5a, "and its bytes are the memset's");
     write_all();
 
     /* Unmap never before the last use: the slow kernel still reads buffer 1 when the writes
-     * below evict it; the double would fault if its mapping went first. */
+     * below evict it; the simulator would fault if its mapping went first. */
     CUstream stream;
     CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     size_t sizes[] = { sizeof(void *), sizeof(size_t), sizeof(void *) };
-    CUkernel slow = cudadouble_register_kernel("slow_sum", slow_sum, 3, sizes);
+    CUkernel slow = sim_register_kernel("slow_sum", slow_sum, 3, sizes);
     CUdeviceptr result;
     CU_OK(cuMemAlloc(&result, sizeof(uint64_t)));
     size_t n = BUFFER_BYTES;
@@ -186,8 +186,8 @@ int main(int argc, char **argv)
 
     /* A pointer the launch hook never saw still reads right data, through host-located
      * memory mapped at the evicted buffer's address; without it the kernel crashes. */
-    static const char *const host_vmm[] = { "CUDADOUBLE_HOST_VMM=1", NULL };
-    static const char *const no_host_vmm[] = { "CUDADOUBLE_HOST_VMM=0", "LMS_TEST_QUIET=1", NULL };
+    static const char *const host_vmm[] = { "LMS_SIM_HOST_VMM=1", NULL };
+    static const char *const no_host_vmm[] = { "LMS_SIM_HOST_VMM=0", "LMS_TEST_QUIET=1", NULL };
     int status = lms_test_run_self(argv, "missed-pointer", host_vmm);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
        "with host-located VMM a kernel reads an evicted buffer through a missed pointer (status %#x)", status);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
      * program sees a CUDA error or success, never a crash, and no byte is lost. */
     for (size_t f = 0; f < FAULT_POINTS; f++) {
         write_all();
-        cudadouble_fail_call(fault_points[f], 1, CUDA_ERROR_UNKNOWN);
+        sim_fail_call(fault_points[f], 1, CUDA_ERROR_UNKNOWN);
         CUresult results[4];
         lms_test_pattern(host, BUFFER_BYTES, 0);
         results[0] = cuMemcpyHtoD(buf[0], host, BUFFER_BYTES);
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
         results[2] = cuMemcpyDtoH(host, buf[2], BUFFER_BYTES);
         CUdeviceptr extra = 0;
         results[3] = cuMemAlloc(&extra, BUFFER_BYTES);
-        cudadouble_clear_faults();
+        sim_clear_faults();
         if (results[3] == CUDA_SUCCESS)
             CU_OK(cuMemFree(extra));
         CU_OK(cuCtxSynchronize());

@@ -34,7 +34,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     static const char *const env[] = { "LMS_THRESHOLD_KB=4", "LMS_EXCLUDE_MB=0",
-                                       "CUDADOUBLE_CAPACITY_MB=16", NULL };
+                                       "LMS_SIM_CAPACITY_MB=16", NULL };
     lms_test_with_env(argv, env);
     const char *sanitize = getenv("SANITIZE");
     unsigned long ops = sanitize && *sanitize ? 100000 : 1000000;
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
     lms_test_context();
     CUfunction add = lms_test_add_kernel();
     unsigned long mismatches = 0, errors = 0, reads = 0;
-    unsigned long evicts_before = cudadouble_calls("cuMemUnmap");
+    unsigned long evicts_before = sim_calls("cuMemUnmap");
     static unsigned char buf[MAX_BYTES];
 
     for (unsigned long op = 0; op < ops; op++) {
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
             errors += cuMemFree(slots[i].ptr) != CUDA_SUCCESS;
     is_uint(mismatches, 0, "%lu reads match the host model", reads);
     is_uint(errors, 0, "no driver call failed");
-    ok(cudadouble_calls("cuMemUnmap") > evicts_before, "allocations were evicted and restored (%lu unmaps)",
-       cudadouble_calls("cuMemUnmap") - evicts_before);
+    ok(sim_calls("cuMemUnmap") > evicts_before, "allocations were evicted and restored (%lu unmaps)",
+       sim_calls("cuMemUnmap") - evicts_before);
     return exit_status();
 }

@@ -67,13 +67,13 @@ CUcontext lms_test_context(void)
     return ctx;
 }
 
-static void fill(const cudadouble_launch *l)
+static void fill(const sim_launch *l)
 {
     uint8_t *p = *(uint8_t **)l->params[0];
     memset(p, *(int *)l->params[2], *(size_t *)l->params[1]);
 }
 
-static void add(const cudadouble_launch *l)
+static void add(const sim_launch *l)
 {
     uint8_t *p = *(uint8_t **)l->params[0];
     size_t n = *(size_t *)l->params[1];
@@ -88,7 +88,7 @@ CUfunction lms_test_fill_kernel(void)
 {
     static CUkernel k;
     if (!k)
-        k = cudadouble_register_kernel("fill", fill, 3, range_params);
+        k = sim_register_kernel("fill", fill, 3, range_params);
     return (CUfunction)k;
 }
 
@@ -96,7 +96,7 @@ CUfunction lms_test_add_kernel(void)
 {
     static CUfunction f;
     if (!f)
-        f = cudadouble_register_function("add", add, 3, range_params);
+        f = sim_register_function("add", add, 3, range_params);
     return f;
 }
 

@@ -1,9 +1,9 @@
-/* Shared by the liblms tests that run on the CUDA driver double: they link liblms.so ahead
- * of the double's libcuda.so.1, so the program's driver calls reach liblms's wrappers. */
+/* Shared by the liblms tests that run on the simulated GPU: they link liblms.so ahead
+ * of the simulator's libcuda.so.1, so the program's driver calls reach liblms's wrappers. */
 #ifndef LMS_TESTS_LMS_TESTLIB_H
 #define LMS_TESTS_LMS_TESTLIB_H
 
-#include "tests/cudadouble/cudadouble.h"
+#include "sim/sim.h"
 #include "tests/tap.h"
 
 #include <cuda.h>
@@ -24,7 +24,7 @@ void lms_test_check(CUresult result, const char *what, const char *file, int lin
 /* cuInit, the first device's primary context made current. */
 CUcontext lms_test_context(void);
 
-/* Kernels on the double. fill(ptr, bytes, value): every byte = value;
+/* Kernels on the simulator. fill(ptr, bytes, value): every byte = value;
  * add(ptr, bytes, delta): every byte += delta; both over a uint8_t range. */
 CUfunction lms_test_fill_kernel(void);
 CUfunction lms_test_add_kernel(void);

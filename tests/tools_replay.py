@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""lms-trace tune against the library itself: liblms on the CUDA driver double records one run
+"""lms-trace tune against the library itself: liblms on the simulated GPU records one run
 of tests/lms_workload (twelve 1 MiB buffers on a 16 MiB device); tune replays it through the
 same policy code for other settings; each prediction must equal the swap traffic liblms
 really produces when run at that setting."""
@@ -13,7 +13,7 @@ from tools_tap import BUILD, LMS_TRACE, done, is_equal, ok, plan, run, scratch  
 
 PROGRAM = os.path.join(BUILD, "tests", "lms_workload")
 if not os.access(PROGRAM, os.X_OK):
-    print(f"1..0 # SKIP {PROGRAM} is not built (liblms on the double)")
+    print(f"1..0 # SKIP {PROGRAM} is not built (liblms on the simulator)")
     sys.exit(0)
 
 SETTINGS = [(64, 0), (64, 2), (64, 6), (1024, 4), (2048, 0)]   # (LMS_THRESHOLD_KB, LMS_EXCLUDE_MB)
@@ -23,7 +23,7 @@ tmp = scratch()
 
 def record(threshold_kb, exclude_mb, name="run"):
     path = os.path.join(tmp, f"{name}-t{threshold_kb}-e{exclude_mb}.json")
-    env = dict(os.environ, CUDADOUBLE_CAPACITY_MB="16", LMS_THRESHOLD_KB=str(threshold_kb),
+    env = dict(os.environ, LMS_SIM_CAPACITY_MB="16", LMS_THRESHOLD_KB=str(threshold_kb),
                LMS_EXCLUDE_MB=str(exclude_mb), LMS_TRACE=path, LMS_TRACE_USES="1")
     code, out, err = run([PROGRAM], env=env)
     return code, err, path

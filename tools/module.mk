@@ -28,7 +28,7 @@ $(BUILD)/tests/trace_%.t: tests/trace_%.py $(TOOLS_TEST_DEPS)
 $(BUILD)/tests/tools_%.t: tests/tools_%.py $(TOOLS_TEST_DEPS)
 	@mkdir -p $(@D)
 	cp $< $@ && chmod 0755 $@
-# tune against the library: the run is liblms's own test program on the driver double.
+# tune against the library: the run is liblms's own test program on the simulated GPU.
 $(BUILD)/tests/tools_replay.t: $(BUILD)/tests/lms_workload
 
 ALL_TARGETS += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(TRACE_OBJS)

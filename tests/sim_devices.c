@@ -1,5 +1,5 @@
-/* The double's devices, contexts and configuration. */
-#include "tests/cudadouble/testing.h"
+/* The simulator's devices, contexts and configuration. */
+#include "tests/sim_testing.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 static void configure_from_environment(void *arg)
 {
     (void)arg;
-    setenv("CUDADOUBLE_DEVICES", "3", 1);
-    setenv("CUDADOUBLE_CAPACITY_MB", "16", 1);
+    setenv("LMS_SIM_DEVICES", "3", 1);
+    setenv("LMS_SIM_CAPACITY_MB", "16", 1);
     int count = 0;
     size_t total = 0;
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&count) != CUDA_SUCCESS ||
@@ -21,8 +21,8 @@ static void configure_from_environment(void *arg)
 
 static void reject_bad_environment(void *arg)
 {
-    setenv("CUDADOUBLE_LOG", "/dev/null", 1);
-    setenv("CUDADOUBLE_CAPACITY_MB", (const char *)arg, 1);
+    setenv("LMS_SIM_LOG", "/dev/null", 1);
+    setenv("LMS_SIM_CAPACITY_MB", (const char *)arg, 1);
     _exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
 }
 
@@ -39,20 +39,20 @@ int main(void)
     plan(33);
 
     is_int(tap_run_in_child(configure_from_environment, NULL), -1,
-           "CUDADOUBLE_DEVICES and CUDADOUBLE_CAPACITY_MB shape the devices");
+           "LMS_SIM_DEVICES and LMS_SIM_CAPACITY_MB shape the devices");
     is_int(tap_run_in_child(reject_bad_environment, "lots"), -1,
-           "CUDADOUBLE_CAPACITY_MB=lots: cuInit answers INVALID_VALUE");
+           "LMS_SIM_CAPACITY_MB=lots: cuInit answers INVALID_VALUE");
     is_int(tap_run_in_child(reject_bad_environment, "-5"), -1,
-           "CUDADOUBLE_CAPACITY_MB=-5: cuInit answers INVALID_VALUE");
+           "LMS_SIM_CAPACITY_MB=-5: cuInit answers INVALID_VALUE");
 
     int count = -1, value = -1;
     is_int(cuDeviceGetCount(&count), CUDA_ERROR_NOT_INITIALIZED, "before cuInit: NOT_INITIALIZED");
     is_int(cuDriverGetVersion(&value), CUDA_SUCCESS, "cuDriverGetVersion works before cuInit");
     is_int(value, 13000, "and says CUDA 13.0");
 
-    cudadouble_set_device_count(2);
-    cudadouble_set_capacity(1, 32u << 20);
-    cudadouble_set_host_vmm(0);
+    sim_set_device_count(2);
+    sim_set_capacity(1, 32u << 20);
+    sim_set_host_vmm(0);
     is_int(cuInit(0), CUDA_SUCCESS, "cuInit");
     is_int(cuInit(1), CUDA_ERROR_INVALID_VALUE, "cuInit with flags: INVALID_VALUE");
     CHECK_CU(cuDeviceGetCount(&count));
@@ -88,11 +88,11 @@ int main(void)
         is_int(value, attributes[i].value, "attribute %d: %s", (int)attributes[i].attribute,
                attributes[i].what);
     }
-    unsigned long unsupported = cudadouble_unsupported_calls();
-    setenv("CUDADOUBLE_LOG", "/dev/null", 1);
+    unsigned long unsupported = sim_unsupported_calls();
+    setenv("LMS_SIM_LOG", "/dev/null", 1);
     is_int(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 0),
-           CUDA_ERROR_NOT_SUPPORTED, "an attribute the double does not model: NOT_SUPPORTED");
-    is_uint(cudadouble_unsupported_calls(), unsupported + 1, "and counted as unsupported");
+           CUDA_ERROR_NOT_SUPPORTED, "an attribute the simulator does not model: NOT_SUPPORTED");
+    is_uint(sim_unsupported_calls(), unsupported + 1, "and counted as unsupported");
 
     CUdeviceptr p;
     is_int(cuMemAlloc_v2(&p, 1024), CUDA_ERROR_INVALID_CONTEXT,

@@ -1,9 +1,9 @@
-/* The per-thread-default-stream variants (_ptds, _ptsz) of the entry points the double
+/* The per-thread-default-stream variants (_ptds, _ptsz) of the entry points the simulator
  * implements. cuGetProcAddress hands them out for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
- * The double runs the per-thread default stream as the legacy NULL stream, so each one
+ * The simulator runs the per-thread default stream as the legacy NULL stream, so each one
  * forwards to its legacy form; the library links with -Bsymbolic-functions, so these calls
- * stay inside the double even when an interposer exports the same names. */
-#include "tests/cudadouble/per_thread.h"
+ * stay inside the simulator even when an interposer exports the same names. */
+#include "sim/per_thread.h"
 
 CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 { return cuMemcpy(dst, src, ByteCount); }

@@ -1,13 +1,13 @@
 /* Device memory, virtual memory management and pinned host memory, all on host memory.
  *
  * Device pointers are host addresses, so a host "kernel" dereferences them directly. The
- * address space the double hands out is kept as a list of regions:
+ * address space the simulator hands out is kept as a list of regions:
  *   cuMemAlloc          anonymous read/write mmap, counted against the device capacity
  *   cuMemAddressReserve anonymous PROT_NONE mmap: touching it crashes like an illegal address
  *   cuMemMap            a memfd (the physical handle) mapped MAP_SHARED|MAP_FIXED, PROT_NONE
  *                       until cuMemSetAccess mprotects it; cuMemUnmap puts PROT_NONE back
  *   cuMemHostAlloc      anonymous read/write mmap; cuMemHostRegister only records the range */
-#include "tests/cudadouble/double.h"
+#include "sim/sim_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -328,7 +328,7 @@ static CUresult check_location(const CUmemLocation *location, int *device)
         if (!cd.host_vmm)
             return CUDA_ERROR_NOT_SUPPORTED;
         if (location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA && location->id != 0)
-            return CUDA_ERROR_INVALID_VALUE; /* the double has one NUMA node */
+            return CUDA_ERROR_INVALID_VALUE; /* the simulator has one NUMA node */
         *device = -1;
         return CUDA_SUCCESS;
     default:
@@ -353,7 +353,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (result == CUDA_SUCCESS && !(p = calloc(1, sizeof *p)))
         result = CUDA_ERROR_OUT_OF_MEMORY;
     if (result == CUDA_SUCCESS) {
-        p->fd = memfd_create("cudadouble-physical", MFD_CLOEXEC);
+        p->fd = memfd_create("lms-sim-physical", MFD_CLOEXEC);
         if (p->fd < 0 || ftruncate(p->fd, (off_t)size) != 0) {
             if (p->fd >= 0)
                 close(p->fd);
@@ -463,7 +463,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return valid ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The double's kernels run on the host, so whichever location is granted access (a device
+/* The simulator's kernels run on the host, so whichever location is granted access (a device
  * or the host) opens the memory to them; the widest grant wins. */
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {

@@ -1,8 +1,8 @@
-/* Shared set-up of the double's own tests (tests/double_*.c). */
-#ifndef LMS_TESTS_CUDADOUBLE_TESTING_H
-#define LMS_TESTS_CUDADOUBLE_TESTING_H
+/* Shared set-up of the simulator's own tests (tests/sim_*.c). */
+#ifndef LMS_TESTS_SIM_TESTING_H
+#define LMS_TESTS_SIM_TESTING_H
 
-#include "tests/cudadouble/cudadouble.h"
+#include "sim/sim.h"
 #include "tests/tap.h"
 
 #include <stdbool.h>
@@ -20,9 +20,9 @@
     } while (0)
 
 /* cuInit with a device of `capacity` bytes, its primary context current on this thread. */
-static inline CUcontext double_setup(size_t capacity)
+static inline CUcontext sim_setup(size_t capacity)
 {
-    cudadouble_set_capacity(0, capacity);
+    sim_set_capacity(0, capacity);
     CHECK_CU(cuInit(0));
     CUcontext ctx;
     CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
@@ -30,7 +30,7 @@ static inline CUcontext double_setup(size_t capacity)
     return ctx;
 }
 
-/* Whether a line of the file (a CUDADOUBLE_LOG) contains word; false when it cannot be read. */
+/* Whether a line of the file (a LMS_SIM_LOG) contains word; false when it cannot be read. */
 static inline bool file_mentions(const char *path, const char *word)
 {
     FILE *f = path ? fopen(path, "r") : NULL;

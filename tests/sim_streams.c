@@ -1,12 +1,12 @@
-/* The double's streams and events run work asynchronously and in order. */
-#include "tests/cudadouble/testing.h"
+/* The simulator's streams and events run work asynchronously and in order. */
+#include "tests/sim_testing.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 /* slow_store(int *out, int value, int delay_ms): waits, then stores. */
-static void slow_store(const cudadouble_launch *launch)
+static void slow_store(const sim_launch *launch)
 {
     int *out = *(int **)launch->params[0];
     sleep_ms(*(int *)launch->params[2]);
@@ -14,7 +14,7 @@ static void slow_store(const cudadouble_launch *launch)
 }
 
 /* copy_int(int *dst, const int *src) */
-static void copy_int(const cudadouble_launch *launch)
+static void copy_int(const sim_launch *launch)
 {
     **(int **)launch->params[0] = **(int **)launch->params[1];
 }
@@ -25,8 +25,8 @@ static void register_kernels(void)
 {
     const size_t slow_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
     const size_t copy_sizes[] = {sizeof(int *), sizeof(int *)};
-    slow_store_fn = (CUfunction)cudadouble_register_kernel("slow_store", slow_store, 3, slow_sizes);
-    copy_int_fn = (CUfunction)cudadouble_register_kernel("copy_int", copy_int, 2, copy_sizes);
+    slow_store_fn = (CUfunction)sim_register_kernel("slow_store", slow_store, 3, slow_sizes);
+    copy_int_fn = (CUfunction)sim_register_kernel("copy_int", copy_int, 2, copy_sizes);
 }
 
 static CUresult launch_slow_store(CUstream stream, CUdeviceptr out, int value, int delay_ms)
@@ -52,7 +52,7 @@ static int read_int(CUdeviceptr p)
 static void unmap_under_queued_kernel(void *arg)
 {
     (void)arg;
-    double_setup(64 << 20);
+    sim_setup(64 << 20);
     register_kernels();
     CUdeviceptr va;
     CUmemGenericAllocationHandle handle;
@@ -80,8 +80,8 @@ int main(void)
     is_int(tap_run_in_child(unmap_under_queued_kernel, NULL), SIGSEGV,
            "a kernel queued on memory unmapped before it runs dies of SIGSEGV");
 
-    setenv("CUDADOUBLE_LOG", "/dev/null", 1); /* the fault at the end is logged */
-    double_setup(64 << 20);
+    setenv("LMS_SIM_LOG", "/dev/null", 1); /* the fault at the end is logged */
+    sim_setup(64 << 20);
     register_kernels();
     CUdeviceptr a, b;
     CHECK_CU(cuMemAlloc_v2(&a, sizeof(int)));
@@ -168,13 +168,13 @@ int main(void)
     /* Stream-ordered free gives the memory back when its turn comes. */
     CUdeviceptr scratch;
     CHECK_CU(cuMemAllocAsync(&scratch, 1 << 20, s1));
-    size_t used = cudadouble_device_used(0);
+    size_t used = sim_device_used(0);
     CHECK_CU(launch_slow_store(s1, scratch, 1, 200));
     CHECK_CU(cuMemFreeAsync(scratch, s1));
-    is_uint(cudadouble_device_used(0), used,
+    is_uint(sim_device_used(0), used,
             "cuMemFreeAsync behind a running kernel: still in use");
     CHECK_CU(cuStreamSynchronize(s1));
-    is_uint(cudadouble_device_used(0), used - (1 << 20), "and freed once the stream got there");
+    is_uint(sim_device_used(0), used - (1 << 20), "and freed once the stream got there");
 
     /* Destroying a stream lets its queued work finish. */
     CUstream doomed;

@@ -1,7 +1,7 @@
-/* A program finds the double the way cudart finds the driver: dlopen("libcuda.so.1") on
+/* A program finds the simulator the way cudart finds the driver: dlopen("libcuda.so.1") on
  * LD_LIBRARY_PATH, dlsym(cuGetProcAddress_v2), then cuGetProcAddress for each entry point.
- * This test is not linked with the double; it re-executes itself with LD_LIBRARY_PATH set. */
-#include "tests/cudadouble/testing.h"
+ * This test is not linked with the simulator; it re-executes itself with LD_LIBRARY_PATH set. */
+#include "tests/sim_testing.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -46,7 +46,7 @@ static void check_not_found(const char *name, int version, CUdriverProcAddressQu
        "%s: NOT_FOUND, status %d (got %d, status %d)", why, (int)want, (int)result, (int)status);
 }
 
-/* Re-runs this program with the double's directory on LD_LIBRARY_PATH and a log file. */
+/* Re-runs this program with the simulator's directory on LD_LIBRARY_PATH and a log file. */
 static void reexec_with_library_path(char **argv)
 {
     char exe[PATH_MAX];
@@ -55,15 +55,15 @@ static void reexec_with_library_path(char **argv)
         bail_out("readlink /proc/self/exe failed");
     exe[n] = '\0';
     char dir[PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/cudadouble", dirname(strdup(exe)));
+    snprintf(dir, sizeof dir, "%s/../sim", dirname(strdup(exe)));
     setenv("LD_LIBRARY_PATH", dir, 1);
-    char log[] = "/tmp/double_loading_log.XXXXXX";
+    char log[] = "/tmp/sim_loading_log.XXXXXX";
     int fd = mkstemp(log);
     if (fd < 0)
         bail_out("mkstemp failed");
     close(fd);
-    setenv("CUDADOUBLE_LOG", log, 1);
-    setenv("DOUBLE_LOADING_CHILD", "1", 1);
+    setenv("LMS_SIM_LOG", log, 1);
+    setenv("SIM_LOADING_CHILD", "1", 1);
     execv(exe, argv);
     bail_out("execv %s failed", exe);
 }
@@ -71,7 +71,7 @@ static void reexec_with_library_path(char **argv)
 int main(int argc, char **argv)
 {
     (void)argc;
-    if (!getenv("DOUBLE_LOADING_CHILD"))
+    if (!getenv("SIM_LOADING_CHILD"))
         reexec_with_library_path(argv);
     plan(20);
 
@@ -79,16 +79,16 @@ int main(int argc, char **argv)
     if (!libcuda)
         bail_out("dlopen(libcuda.so.1) with LD_LIBRARY_PATH=%s: %s", getenv("LD_LIBRARY_PATH"),
                  dlerror());
-    ok(dlsym(libcuda, "cudadouble_calls") != NULL, "dlopen(\"libcuda.so.1\") found the double");
+    ok(dlsym(libcuda, "sim_calls") != NULL, "dlopen(\"libcuda.so.1\") found the simulator");
     get_proc_address = (get_proc_address_fn)dlsym(libcuda, "cuGetProcAddress_v2");
     if (!get_proc_address)
-        bail_out("no cuGetProcAddress_v2 in the double");
+        bail_out("no cuGetProcAddress_v2 in the simulator");
 
     check_not_found("", 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "the empty first request");
     check_not_found("cuNoSuchEntryPoint", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
                     "an unknown name");
     check_not_found("cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
-                    "cuMemAlloc for CUDA 3.0 (the double has only _v2)");
+                    "cuMemAlloc for CUDA 3.0 (the simulator has only _v2)");
     check_lookup("cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2");
     check_lookup("cuGetProcAddress", 11030, 0, "cuGetProcAddress");
     check_lookup("cuMemAlloc", 13000, 0, "cuMemAlloc_v2");
@@ -128,9 +128,9 @@ int main(int argc, char **argv)
     CHECK_CU(mem_free(dev));
     is_str(back, text, "fetched entry points allocate and copy");
 
-    /* An entry point cuda.h declares but the double does not implement. */
+    /* An entry point cuda.h declares but the simulator does not implement. */
     unsigned long (*unsupported_calls)(void) =
-        (unsigned long (*)(void))dlsym(libcuda, "cudadouble_unsupported_calls");
+        (unsigned long (*)(void))dlsym(libcuda, "sim_unsupported_calls");
     unsigned long before = unsupported_calls();
     CUresult (*array_create)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) =
         fetch("cuArrayCreate", 13000, 0);
@@ -141,8 +141,8 @@ int main(int argc, char **argv)
     is_int(array_create ? array_create(&array, &desc) : CUDA_SUCCESS, CUDA_ERROR_NOT_SUPPORTED,
            "calling it answers NOT_SUPPORTED");
     is_uint(unsupported_calls(), before + 1, "and counts as an unsupported call");
-    ok(file_mentions(getenv("CUDADOUBLE_LOG"), "cuArrayCreate"), "and leaves a line naming it in CUDADOUBLE_LOG");
+    ok(file_mentions(getenv("LMS_SIM_LOG"), "cuArrayCreate"), "and leaves a line naming it in LMS_SIM_LOG");
 
-    unlink(getenv("CUDADOUBLE_LOG"));
+    unlink(getenv("LMS_SIM_LOG"));
     return exit_status();
 }

@@ -6,11 +6,11 @@
  * and nothing is queued. A range unmapped after an asynchronous copy was queued is not
  * checked again: the copy then faults, like a kernel would (cuMemUnmap is not ordered against
  * queued work). Synchronous forms run on the NULL stream, after the work already queued. */
-#include "tests/cudadouble/double.h"
+#include "sim/sim_internal.h"
 
 #include <stdlib.h>
 
-/* Which side may be pageable host memory (any address outside the double's device memory). */
+/* Which side may be pageable host memory (any address outside the simulator's device memory). */
 enum { DEVICE_ONLY = 0, HOST_OK = 1 };
 
 static CUresult check_ranges(uintptr_t dst, size_t dst_span, bool dst_host_ok, uintptr_t src,

@@ -1,7 +1,7 @@
 /* Prototypes of the per-thread-default-stream variants in per_thread.c: cuda.h declares them
  * only for programs built with CUDA_API_PER_THREAD_DEFAULT_STREAM. */
-#ifndef LMS_TESTS_CUDADOUBLE_PER_THREAD_H
-#define LMS_TESTS_CUDADOUBLE_PER_THREAD_H
+#ifndef LMS_SIM_PER_THREAD_H
+#define LMS_SIM_PER_THREAD_H
 
 #include <cuda.h>
 

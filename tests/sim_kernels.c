@@ -1,5 +1,5 @@
-/* Kernels registered with the double: layouts, names, and launches of every form. */
-#include "tests/cudadouble/testing.h"
+/* Kernels registered with the simulator: layouts, names, and launches of every form. */
+#include "tests/sim_testing.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,7 +13,7 @@ typedef struct axpy_args {
     int n;          /* offset 24 */
 } axpy_args;
 
-static void axpy(const cudadouble_launch *launch)
+static void axpy(const sim_launch *launch)
 {
     float a = *(float *)launch->params[0];
     const float *x = *(const float **)launch->params[1];
@@ -25,7 +25,7 @@ static void axpy(const cudadouble_launch *launch)
 }
 
 /* slow_then_store(int *out, int value): proves launch arguments are copied at launch. */
-static void slow_then_store(const cudadouble_launch *launch)
+static void slow_then_store(const sim_launch *launch)
 {
     sleep_ms(100);
     **(int **)launch->params[0] = *(int *)launch->params[1];
@@ -44,9 +44,9 @@ static void run_and_fetch(CUdeviceptr y)
 int main(void)
 {
     plan(26);
-    double_setup(16 << 20);
-    CUkernel kernel = cudadouble_register_kernel("axpy", axpy, 4, axpy_sizes);
-    CUfunction function = cudadouble_register_function("axpy_function", axpy, 4, axpy_sizes);
+    sim_setup(16 << 20);
+    CUkernel kernel = sim_register_kernel("axpy", axpy, 4, axpy_sizes);
+    CUfunction function = sim_register_function("axpy_function", axpy, 4, axpy_sizes);
 
     /* Layout and names, each family answering only for its own handles. */
     const size_t offsets[] = {0, 8, 16, 24};
@@ -78,7 +78,7 @@ int main(void)
            "an unknown handle: INVALID_HANDLE");
 
     const size_t odd_sizes[] = {1, 12, 2, 16};
-    CUkernel odd = cudadouble_register_kernel("odd", axpy, 4, odd_sizes);
+    CUkernel odd = sim_register_kernel("odd", axpy, 4, odd_sizes);
     const size_t odd_offsets[] = {0, 4, 16, 24};
     bool layout_ok = true;
     for (size_t i = 0; i < 4; i++) {
@@ -138,7 +138,7 @@ int main(void)
 
     /* Arguments are copied when the launch is queued, not when it runs. */
     const size_t store_sizes[] = {sizeof(int *), sizeof(int)};
-    CUkernel store = cudadouble_register_kernel("slow_then_store", slow_then_store, 2, store_sizes);
+    CUkernel store = sim_register_kernel("slow_then_store", slow_then_store, 2, store_sizes);
     int value = 1, stored = 0;
     void *store_params[] = {&y, &value};
     CHECK_CU(cuLaunchKernel((CUfunction)store, 1, 1, 1, 1, 1, 1, 0, stream, store_params, NULL));

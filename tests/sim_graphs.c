@@ -1,10 +1,10 @@
 /* Stream capture records launches, copies, memsets and host functions; graphs replay them. */
-#include "tests/cudadouble/testing.h"
+#include "tests/sim_testing.h"
 
 #include <pthread.h>
 
 /* add_one(int *counter) */
-static void add_one(const cudadouble_launch *launch)
+static void add_one(const sim_launch *launch)
 {
     **(int **)launch->params[0] += 1;
 }
@@ -31,9 +31,9 @@ static int read_int(CUdeviceptr p)
 int main(void)
 {
     plan(16);
-    double_setup(16 << 20);
+    sim_setup(16 << 20);
     const size_t sizes[] = {sizeof(int *)};
-    CUfunction add = (CUfunction)cudadouble_register_kernel("add_one", add_one, 1, sizes);
+    CUfunction add = (CUfunction)sim_register_kernel("add_one", add_one, 1, sizes);
     CUdeviceptr counter, copy;
     CHECK_CU(cuMemAlloc_v2(&counter, sizeof(int)));
     CHECK_CU(cuMemAlloc_v2(&copy, sizeof(int)));
@@ -90,7 +90,7 @@ int main(void)
     CHECK_CU(cuEventCreate(&event, 0));
     CHECK_CU(cuStreamBeginCapture_v2(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
     is_int(cuEventRecord(event, capturing), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-           "recording an event into a capture: UNSUPPORTED (the double captures no events)");
+           "recording an event into a capture: UNSUPPORTED (the simulator captures no events)");
     CHECK_CU(cuStreamIsCapturing(capturing, &status));
     is_int(status, CU_STREAM_CAPTURE_STATUS_INVALIDATED, "which invalidates the capture");
     graph = (CUgraph)&graph;

@@ -10,8 +10,8 @@
  *
  * Ordering between streams uses events (events.c): a wait queued for an event holds its
  * stream until the event's done_seq reaches the record_seq seen when the wait was queued.
- * Every wait in the double, a worker's or a caller's, is on the one condition cd.progress. */
-#include "tests/cudadouble/double.h"
+ * Every wait in the simulator, a worker's or a caller's, is on the one condition cd.progress. */
+#include "sim/sim_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +106,7 @@ static void run_unlocked(const cd_op *op)
     }
 }
 
-/* The part that changes the double's state, under the lock. */
+/* The part that changes the simulator's state, under the lock. */
 static void finish_locked(const cd_op *op)
 {
     switch (op->kind) {

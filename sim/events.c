@@ -1,6 +1,6 @@
 /* Events: recorded into streams, queried, synchronized, waited on by other streams, timed.
  * An event counts the records issued (record_seq) and the records executed (done_seq). */
-#include "tests/cudadouble/double.h"
+#include "sim/sim_internal.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 /* Stream capture and graphs: launches, copies, memsets and host functions issued on a
  * capturing stream are recorded, not run; cuGraphLaunch replays them in order on its stream.
  * Events, stream-ordered frees and the legacy NULL stream cannot be captured. */
-#include "tests/cudadouble/double.h"
+#include "sim/sim_internal.h"
 
 #include <stdlib.h>
 

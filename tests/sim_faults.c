@@ -1,6 +1,6 @@
 /* Fault injection, call counters and the log of unsupported calls. */
-#include "tests/cudadouble/testing.h"
-#include "tests/cudadouble/per_thread.h"
+#include "tests/sim_testing.h"
+#include "sim/per_thread.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,90 +12,90 @@
 int main(void)
 {
     plan(22);
-    char log[] = "/tmp/double_faults_log.XXXXXX";
+    char log[] = "/tmp/sim_faults_log.XXXXXX";
     int fd = mkstemp(log);
     if (fd < 0)
         bail_out("mkstemp failed");
     close(fd);
-    setenv("CUDADOUBLE_LOG", log, 1); /* read when the first line is logged */
-    double_setup(16 * GRAIN);
+    setenv("LMS_SIM_LOG", log, 1); /* read when the first line is logged */
+    sim_setup(16 * GRAIN);
 
     /* Call counters, by base name. */
-    unsigned long allocs = cudadouble_calls("cuMemAlloc");
+    unsigned long allocs = sim_calls("cuMemAlloc");
     CUdeviceptr p, q;
     CHECK_CU(cuMemAlloc_v2(&p, 4096));
     CHECK_CU(cuMemAlloc_v2(&q, 4096));
-    is_uint(cudadouble_calls("cuMemAlloc"), allocs + 2,
-            "cudadouble_calls counts cuMemAlloc_v2 calls");
-    is_uint(cudadouble_calls("cuMemAlloc_v2"), allocs + 2, "under either name");
-    unsigned long htod = cudadouble_calls("cuMemcpyHtoD");
+    is_uint(sim_calls("cuMemAlloc"), allocs + 2,
+            "sim_calls counts cuMemAlloc_v2 calls");
+    is_uint(sim_calls("cuMemAlloc_v2"), allocs + 2, "under either name");
+    unsigned long htod = sim_calls("cuMemcpyHtoD");
     int value = 5;
     CHECK_CU(cuMemcpyHtoD_v2(p, &value, sizeof value));
     CHECK_CU(cuMemcpyHtoD_v2_ptds(q, &value, sizeof value));
-    is_uint(cudadouble_calls("cuMemcpyHtoD_v2_ptds"), htod + 2,
+    is_uint(sim_calls("cuMemcpyHtoD_v2_ptds"), htod + 2,
             "a per-thread variant counts with its base entry point");
-    is_uint(cudadouble_calls("cuNeverCalled"), 0, "an entry point never called: 0");
+    is_uint(sim_calls("cuNeverCalled"), 0, "an entry point never called: 0");
 
     /* The nth call from now fails, and does nothing. */
     CUmemGenericAllocationHandle h1, h2, h3;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
-    size_t used = cudadouble_device_used(0);
-    cudadouble_fail_call("cuMemCreate", 2, CUDA_ERROR_OUT_OF_MEMORY);
+    size_t used = sim_device_used(0);
+    sim_fail_call("cuMemCreate", 2, CUDA_ERROR_OUT_OF_MEMORY);
     is_int(cuMemCreate(&h1, GRAIN, &prop, 0), CUDA_SUCCESS,
            "fail_call(cuMemCreate, 2): the 1st call works");
     is_int(cuMemCreate(&h2, GRAIN, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY,
            "the 2nd returns the injected result");
-    is_uint(cudadouble_device_used(0), used + GRAIN, "and allocated nothing");
+    is_uint(sim_device_used(0), used + GRAIN, "and allocated nothing");
     is_int(cuMemCreate(&h3, GRAIN, &prop, 0), CUDA_SUCCESS, "the 3rd works again");
     CHECK_CU(cuMemRelease(h1));
     CHECK_CU(cuMemRelease(h3));
 
-    cudadouble_fail_call("cuMemAlloc_v2", 1, CUDA_ERROR_UNKNOWN);
+    sim_fail_call("cuMemAlloc_v2", 1, CUDA_ERROR_UNKNOWN);
     CUdeviceptr r;
     is_int(cuMemAlloc_v2(&r, 4096), CUDA_ERROR_UNKNOWN, "a fault named with its versioned name");
-    cudadouble_fail_call("cuLaunchKernel", 1, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
-    cudadouble_fail_call("cuLaunchKernel", 2, CUDA_ERROR_ILLEGAL_ADDRESS);
+    sim_fail_call("cuLaunchKernel", 1, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+    sim_fail_call("cuLaunchKernel", 2, CUDA_ERROR_ILLEGAL_ADDRESS);
     CUfunction nothing = (CUfunction)&r; /* never reached: the fault comes first */
     is_int(cuLaunchKernel_ptsz(nothing, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
            CUDA_ERROR_INVALID_HANDLE,
            "a later fault for an entry replaces the pending one: the 1st call runs normally");
     is_int(cuLaunchKernel(nothing, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
            CUDA_ERROR_ILLEGAL_ADDRESS, "the 2nd call is");
-    cudadouble_fail_call("cuMemFree", 1, CUDA_ERROR_INVALID_VALUE);
-    cudadouble_clear_faults();
-    is_int(cuMemFree_v2(q), CUDA_SUCCESS, "cudadouble_clear_faults drops pending faults");
+    sim_fail_call("cuMemFree", 1, CUDA_ERROR_INVALID_VALUE);
+    sim_clear_faults();
+    is_int(cuMemFree_v2(q), CUDA_SUCCESS, "sim_clear_faults drops pending faults");
 
     /* Counters of bytes. */
-    size_t copied = cudadouble_bytes_copied();
+    size_t copied = sim_bytes_copied();
     CHECK_CU(cuMemcpyDtoD_v2(q, p, 0));
     CHECK_CU(cuMemcpyDtoD_v2(p + 100, p, 1000));
-    is_uint(cudadouble_bytes_copied(), copied + 1000, "bytes_copied adds each copy's size");
+    is_uint(sim_bytes_copied(), copied + 1000, "bytes_copied adds each copy's size");
     CUdeviceptr va;
     CHECK_CU(cuMemAddressReserve(&va, 4 * GRAIN, 0, 0, 0));
     CHECK_CU(cuMemCreate(&h1, GRAIN, &prop, 0));
     CHECK_CU(cuMemMap(va, GRAIN, 0, h1, 0));
     CHECK_CU(cuMemMap(va + 2 * GRAIN, GRAIN, 0, h1, 0));
-    is_uint(cudadouble_bytes_mapped(), 2 * GRAIN, "bytes_mapped while mapped twice");
+    is_uint(sim_bytes_mapped(), 2 * GRAIN, "bytes_mapped while mapped twice");
     CHECK_CU(cuMemUnmap(va, GRAIN));
-    is_uint(cudadouble_bytes_mapped(), GRAIN, "and after one unmap");
+    is_uint(sim_bytes_mapped(), GRAIN, "and after one unmap");
     CHECK_CU(cuMemUnmap(va + 2 * GRAIN, GRAIN));
     CHECK_CU(cuMemRelease(h1));
     CHECK_CU(cuMemAddressFree(va, 4 * GRAIN));
 
     /* Unsupported entry points: logged, counted, answered NOT_SUPPORTED. */
-    unsigned long unsupported = cudadouble_unsupported_calls();
+    unsigned long unsupported = sim_unsupported_calls();
     CUresult (*ctx_create)(CUcontext *, void *, unsigned, CUdevice) = NULL;
     CUdriverProcAddressQueryResult status;
     CHECK_CU(cuGetProcAddress_v2("cuCtxCreate", (void **)&ctx_create, 13000, 0, &status));
     CUcontext ctx;
     is_int(ctx_create(&ctx, NULL, 0, 0), CUDA_ERROR_NOT_SUPPORTED,
            "cuCtxCreate (not implemented) answers NOT_SUPPORTED");
-    is_uint(cudadouble_unsupported_calls(), unsupported + 1,
-            "cudadouble_unsupported_calls counts it");
-    ok(file_mentions(log, "cuCtxCreate"), "and CUDADOUBLE_LOG has a line naming it");
+    is_uint(sim_unsupported_calls(), unsupported + 1,
+            "sim_unsupported_calls counts it");
+    ok(file_mentions(log, "cuCtxCreate"), "and LMS_SIM_LOG has a line naming it");
     is_int(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX_PITCH, 0), CUDA_ERROR_NOT_SUPPORTED,
-           "an attribute the double does not model: NOT_SUPPORTED");
+           "an attribute the simulator does not model: NOT_SUPPORTED");
     ok(file_mentions(log, "attribute"), "logged too");
 
     CUDA_MEMCPY2D from_array = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,

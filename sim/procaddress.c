@@ -3,11 +3,11 @@
  * A request names the base symbol ("cuMemAlloc"); the answer is the newest variant that
  * the caller's CUDA version allows (cuMemAlloc_v2 from 3.2), or its _ptds/_ptsz form when
  * the caller asks for per-thread default stream semantics. A name that cuda.h declares but
- * the double does not implement gets a stub that logs the call and answers
+ * the simulator does not implement gets a stub that logs the call and answers
  * CUDA_ERROR_NOT_SUPPORTED, so nothing fails or succeeds silently; any other name is
  * CUDA_ERROR_NOT_FOUND. */
-#include "tests/cudadouble/double.h"
-#include "tests/cudadouble/per_thread.h"
+#include "sim/sim_internal.h"
+#include "sim/per_thread.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Kernels: host functions a test registers with a name and a parameter layout, launched on
  * streams like device kernels. Launch parameters are copied at launch time into one packed
  * buffer laid out as registered, from kernelParams or from the `extra` buffer. */
-#include "tests/cudadouble/double.h"
+#include "sim/sim_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 struct cd_kernel {
     bool is_function;           /* CUfunction (cuModuleGetFunction), else CUkernel */
     char *name;
-    cudadouble_kernel_fn fn;
+    sim_kernel_fn fn;
     int param_count;
     size_t *sizes, *offsets;    /* [param_count] */
     size_t args_size;           /* bytes of the packed parameter buffer */
@@ -28,7 +28,7 @@ static size_t alignment_of(size_t size)
     return align;
 }
 
-static struct cd_kernel *register_kernel(const char *name, cudadouble_kernel_fn fn, int param_count,
+static struct cd_kernel *register_kernel(const char *name, sim_kernel_fn fn, int param_count,
                                          const size_t *param_sizes, bool is_function)
 {
     if (!name || !fn || param_count < 0 || (param_count > 0 && !param_sizes))
@@ -54,13 +54,13 @@ static struct cd_kernel *register_kernel(const char *name, cudadouble_kernel_fn 
     return k;
 }
 
-CUkernel cudadouble_register_kernel(const char *name, cudadouble_kernel_fn fn, int param_count,
+CUkernel sim_register_kernel(const char *name, sim_kernel_fn fn, int param_count,
                                     const size_t *param_sizes)
 {
     return (CUkernel)register_kernel(name, fn, param_count, param_sizes, false);
 }
 
-CUfunction cudadouble_register_function(const char *name, cudadouble_kernel_fn fn,
+CUfunction sim_register_function(const char *name, sim_kernel_fn fn,
                                         int param_count, const size_t *param_sizes)
 {
     return (CUfunction)register_kernel(name, fn, param_count, param_sizes, true);
@@ -87,7 +87,7 @@ void cd_kernel_run(const cd_op *op)
         abort();
     for (int i = 0; i < k->param_count; i++)
         params[i] = op->u.launch.args + k->offsets[i];
-    cudadouble_launch launch = {.params = params};
+    sim_launch launch = {.params = params};
     memcpy(launch.grid, op->u.launch.grid, sizeof launch.grid);
     memcpy(launch.block, op->u.launch.block, sizeof launch.block);
     k->fn(&launch);

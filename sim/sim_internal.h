@@ -1,20 +1,20 @@
-/* Internals of the CUDA driver double, shared by its files. Not for tests: they use
- * cudadouble.h and cuda.h.
+/* Internals of the simulated GPU, shared by its files. Not for tests: they use
+ * sim.h and cuda.h.
  *
  * One mutex (cd.lock) guards all state; one condition (cd.progress) is broadcast whenever
- * a stream finishes an operation or gets new work, and every wait in the double waits on it.
+ * a stream finishes an operation or gets new work, and every wait in the simulator waits on it.
  * Work runs on per-stream worker threads without the lock held. */
-#ifndef LMS_TESTS_CUDADOUBLE_DOUBLE_H
-#define LMS_TESTS_CUDADOUBLE_DOUBLE_H
+#ifndef LMS_SIM_INTERNAL_H
+#define LMS_SIM_INTERNAL_H
 
-#include "tests/cudadouble/cudadouble.h"
+#include "sim/sim.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
-/* cuda.h maps these names to their newest variant; the double exports the old ones too. */
+/* cuda.h maps these names to their newest variant; the simulator exports the old ones too. */
 #undef cuEventElapsedTime
 #undef cuGetProcAddress
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
@@ -75,7 +75,9 @@ bool cd_enter(const char *entry_point, bool needs_init, CUresult *result);
 
 /* The calling thread's current context, or INVALID_CONTEXT. Call without cd.lock. */
 CUresult cd_current_ctx(cd_ctx **ctx);
-/* Logs one line to CUDADOUBLE_LOG (default stderr). */
+/* getenv for LMS_SIM_* names that falls back to their old CUDADOUBLE_* names. */
+const char *cd_getenv(const char *name);
+/* Logs one line to LMS_SIM_LOG (default stderr). */
 void cd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Logs the call and answers NOT_SUPPORTED: the fate of every unimplemented entry point. */
 CUresult cd_unsupported(const char *entry_point);

@@ -1,5 +1,5 @@
-/* The double's device memory, pinned host memory, copies and memsets. */
-#include "tests/cudadouble/testing.h"
+/* The simulator's device memory, pinned host memory, copies and memsets. */
+#include "tests/sim_testing.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -9,25 +9,25 @@
 static void capacity_and_allocation(void)
 {
     CUdeviceptr a, b, c;
-    size_t before = cudadouble_device_used(0);
+    size_t before = sim_device_used(0);
     CHECK_CU(cuMemAlloc_v2(&a, 6 * MiB));
-    is_uint(cudadouble_device_used(0), before + 6 * MiB, "cuMemAlloc counts against the capacity");
+    is_uint(sim_device_used(0), before + 6 * MiB, "cuMemAlloc counts against the capacity");
     is_int(cuMemAlloc_v2(&b, 4 * MiB), CUDA_ERROR_OUT_OF_MEMORY,
            "beyond the capacity: OUT_OF_MEMORY");
     is_int(cuMemAllocAsync(&b, 4 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY,
            "cuMemAllocAsync too: OUT_OF_MEMORY");
     CHECK_CU(cuMemAlloc_v2(&b, 2 * MiB));
-    is_uint(cudadouble_device_used(0), 8 * MiB, "up to the capacity exactly");
+    is_uint(sim_device_used(0), 8 * MiB, "up to the capacity exactly");
     CHECK_CU(cuMemFree_v2(a));
     CHECK_CU(cuMemFree_v2(b));
-    is_uint(cudadouble_device_used(0), before, "cuMemFree gives it back");
+    is_uint(sim_device_used(0), before, "cuMemFree gives it back");
     is_int(cuMemAlloc_v2(&c, 0), CUDA_ERROR_INVALID_VALUE, "zero bytes: INVALID_VALUE");
     is_int(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE, "freeing twice: INVALID_VALUE");
 
     size_t pitch = 0;
     CHECK_CU(cuMemAllocPitch_v2(&c, &pitch, 100, 8, 4));
     is_uint(pitch, 512, "cuMemAllocPitch rounds rows to 512 bytes");
-    is_uint(cudadouble_device_used(0), before + 512 * 8, "and allocates pitch * height");
+    is_uint(sim_device_used(0), before + 512 * 8, "and allocates pitch * height");
 
     CUdeviceptr base = 0;
     size_t size = 0;
@@ -47,13 +47,13 @@ static void copies_and_memsets(void)
     unsigned char in[4096], out[4096];
     for (size_t i = 0; i < sizeof in; i++)
         in[i] = (unsigned char)(i * 7);
-    size_t copied = cudadouble_bytes_copied();
+    size_t copied = sim_bytes_copied();
     CHECK_CU(cuMemcpyHtoD_v2(a, in, sizeof in));
     CHECK_CU(cuMemcpyDtoD_v2(b, a, sizeof in));
     memset(out, 0, sizeof out);
     CHECK_CU(cuMemcpyDtoH_v2(out, b, sizeof out));
     ok(memcmp(in, out, sizeof in) == 0, "HtoD, DtoD, DtoH round trip");
-    is_uint(cudadouble_bytes_copied(), copied + 3 * sizeof in, "bytes_copied counts all three");
+    is_uint(sim_bytes_copied(), copied + 3 * sizeof in, "bytes_copied counts all three");
 
     CUstream s;
     CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -167,9 +167,9 @@ static void pinned_host_memory(void)
 {
     void *pinned;
     CUdeviceptr as_device = 0, dev;
-    size_t used = cudadouble_device_used(0);
+    size_t used = sim_device_used(0);
     CHECK_CU(cuMemHostAlloc(&pinned, 8192, CU_MEMHOSTALLOC_DEVICEMAP));
-    is_uint(cudadouble_device_used(0), used, "pinned host memory is not device memory");
+    is_uint(sim_device_used(0), used, "pinned host memory is not device memory");
     CHECK_CU(cuMemHostGetDevicePointer_v2(&as_device, pinned, 0));
     ok(as_device == (CUdeviceptr)(uintptr_t)pinned, "its device pointer is the host pointer");
     CHECK_CU(cuMemAlloc_v2(&dev, 8192));
@@ -205,7 +205,7 @@ static void pinned_host_memory(void)
 int main(void)
 {
     plan(37);
-    double_setup(8 * MiB);
+    sim_setup(8 * MiB);
     capacity_and_allocation();
     copies_and_memsets();
     pinned_host_memory();

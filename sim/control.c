@@ -1,6 +1,6 @@
-/* The double's configuration, its call counters and fault injection, its log, and the
+/* The simulator's configuration, its call counters and fault injection, its log, and the
  * device and context entry points. */
-#include "tests/cudadouble/double.h"
+#include "sim/sim_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +23,18 @@ static struct {
 
 static __thread cd_ctx *current_ctx;
 
+/* The simulator's variables are LMS_SIM_*; the names it had as a test double, CUDADOUBLE_*,
+ * are still read for one release when the new name is unset. */
+const char *cd_getenv(const char *name)
+{
+    const char *value = getenv(name);
+    if (value || strncmp(name, "LMS_SIM_", 8) != 0)
+        return value;
+    char old[64];
+    snprintf(old, sizeof old, "CUDADOUBLE_%s", name + 8);
+    return getenv(old);
+}
+
 /* ---- log ---- */
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -32,7 +44,7 @@ void cd_log(const char *fmt, ...)
 {
     pthread_mutex_lock(&log_lock);
     if (!log_file) {
-        const char *path = getenv("CUDADOUBLE_LOG");
+        const char *path = cd_getenv("LMS_SIM_LOG");
         if (path && *path)
             log_file = fopen(path, "a");
         if (!log_file)
@@ -40,7 +52,7 @@ void cd_log(const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    fputs("cudadouble: ", log_file);
+    fputs("lms-sim: ", log_file);
     vfprintf(log_file, fmt, ap);
     fputc('\n', log_file);
     fflush(log_file);
@@ -50,7 +62,7 @@ void cd_log(const char *fmt, ...)
 
 CUresult cd_unsupported(const char *entry_point)
 {
-    cd_log("%s: not implemented by the double, answered CUDA_ERROR_NOT_SUPPORTED", entry_point);
+    cd_log("%s: not implemented by the simulator, answered CUDA_ERROR_NOT_SUPPORTED", entry_point);
     pthread_mutex_lock(&cd.lock);
     cd.unsupported_calls++;
     pthread_mutex_unlock(&cd.lock);
@@ -103,7 +115,7 @@ static entry_stats *stats_for(const char *entry_point)
 
 /* ---- fork ---- */
 
-/* The thread that forks takes every lock of the double first (cd.lock is the outer one: the
+/* The thread that forks takes every lock of the simulator first (cd.lock is the outer one: the
  * others are taken under it, never the reverse), so the child finds them free. Registered
  * when the library loads, before liblms registers its own handlers: pthread_atfork runs
  * prepare handlers in reverse order, so liblms's locks, held while it calls the driver, are
@@ -157,7 +169,7 @@ bool cd_enter(const char *entry_point, bool needs_init, CUresult *result)
     return *result != CUDA_SUCCESS;
 }
 
-void cudadouble_fail_call(const char *entry_point, unsigned long nth, CUresult result)
+void sim_fail_call(const char *entry_point, unsigned long nth, CUresult result)
 {
     pthread_mutex_lock(&stats_lock);
     entry_stats *s = stats_for(entry_point);
@@ -166,7 +178,7 @@ void cudadouble_fail_call(const char *entry_point, unsigned long nth, CUresult r
     pthread_mutex_unlock(&stats_lock);
 }
 
-void cudadouble_clear_faults(void)
+void sim_clear_faults(void)
 {
     pthread_mutex_lock(&stats_lock);
     for (entry_stats *s = stats; s; s = s->hh.next)
@@ -174,7 +186,7 @@ void cudadouble_clear_faults(void)
     pthread_mutex_unlock(&stats_lock);
 }
 
-unsigned long cudadouble_calls(const char *entry_point)
+unsigned long sim_calls(const char *entry_point)
 {
     pthread_mutex_lock(&stats_lock);
     unsigned long calls = stats_for(entry_point)->calls;
@@ -190,17 +202,17 @@ static size_t read_locked(const size_t *counter)
     return value;
 }
 
-size_t cudadouble_bytes_mapped(void) { return read_locked(&cd.bytes_mapped); }
-size_t cudadouble_bytes_copied(void) { return read_locked(&cd.bytes_copied); }
+size_t sim_bytes_mapped(void) { return read_locked(&cd.bytes_mapped); }
+size_t sim_bytes_copied(void) { return read_locked(&cd.bytes_copied); }
 
-size_t cudadouble_device_used(int device)
+size_t sim_device_used(int device)
 {
     if (device < 0 || device >= CD_MAX_DEVICES)
         return 0;
     return read_locked(&cd.devices[device].used);
 }
 
-unsigned long cudadouble_unsupported_calls(void)
+unsigned long sim_unsupported_calls(void)
 {
     pthread_mutex_lock(&cd.lock);
     unsigned long n = cd.unsupported_calls;
@@ -210,7 +222,7 @@ unsigned long cudadouble_unsupported_calls(void)
 
 /* ---- configuration ---- */
 
-void cudadouble_set_device_count(int count)
+void sim_set_device_count(int count)
 {
     pthread_mutex_lock(&cd.lock);
     if (count >= 0 && count <= CD_MAX_DEVICES) {
@@ -220,7 +232,7 @@ void cudadouble_set_device_count(int count)
     pthread_mutex_unlock(&cd.lock);
 }
 
-void cudadouble_set_capacity(int device, size_t bytes)
+void sim_set_capacity(int device, size_t bytes)
 {
     pthread_mutex_lock(&cd.lock);
     if (device >= 0 && device < CD_MAX_DEVICES) {
@@ -230,7 +242,7 @@ void cudadouble_set_capacity(int device, size_t bytes)
     pthread_mutex_unlock(&cd.lock);
 }
 
-void cudadouble_set_host_vmm(int supported)
+void sim_set_host_vmm(int supported)
 {
     pthread_mutex_lock(&cd.lock);
     cd.host_vmm = supported != 0;
@@ -242,7 +254,7 @@ void cudadouble_set_host_vmm(int supported)
  * variable) when it is set to anything else. */
 static bool env_number(const char *var, unsigned long long max, unsigned long long *value)
 {
-    const char *text = getenv(var);
+    const char *text = cd_getenv(var);
     if (!text)
         return true;
     char *end;
@@ -260,9 +272,9 @@ static CUresult read_environment(void)
 {
     unsigned long long devices = (unsigned long long)cd.device_count;
     unsigned long long capacity_mb = 1024, host_vmm = cd.host_vmm;
-    if (!env_number("CUDADOUBLE_DEVICES", CD_MAX_DEVICES, &devices) ||
-        !env_number("CUDADOUBLE_CAPACITY_MB", 1ull << 30, &capacity_mb) ||
-        !env_number("CUDADOUBLE_HOST_VMM", 1, &host_vmm))
+    if (!env_number("LMS_SIM_DEVICES", CD_MAX_DEVICES, &devices) ||
+        !env_number("LMS_SIM_CAPACITY_MB", 1ull << 30, &capacity_mb) ||
+        !env_number("LMS_SIM_HOST_VMM", 1, &host_vmm))
         return CUDA_ERROR_INVALID_VALUE;
     if (!configured.device_count)
         cd.device_count = (int)devices;
@@ -339,7 +351,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "CUDA driver double %d", dev);
+    snprintf(name, (size_t)len, "simulated GPU %d", dev);
     return CUDA_SUCCESS;
 }
 
@@ -434,7 +446,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* The context stays usable at retain count 0: the double never tears a context down. */
+/* The context stays usable at retain count 0: the simulator never tears a context down. */
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     CD_ENTER("cuDevicePrimaryCtxRelease");

@@ -1,5 +1,5 @@
-/* The double's virtual memory management carries the real driver's semantics. */
-#include "tests/cudadouble/testing.h"
+/* The simulator's virtual memory management carries the real driver's semantics. */
+#include "tests/sim_testing.h"
 
 #include <signal.h>
 #include <string.h>
@@ -14,7 +14,7 @@ static const CUmemAccessDesc device_rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0},
                                           CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 
 /* store_byte(unsigned char *p, unsigned char value) */
-static void store_byte(const cudadouble_launch *launch)
+static void store_byte(const sim_launch *launch)
 {
     **(unsigned char **)launch->params[0] = *(unsigned char *)launch->params[1];
 }
@@ -29,9 +29,9 @@ static CUresult launch_store(CUdeviceptr p, unsigned char value)
 
 static void setup(void)
 {
-    double_setup(16 * MiB);
+    sim_setup(16 * MiB);
     const size_t sizes[] = {sizeof(void *), 1};
-    store_byte_fn = cudadouble_register_function("store_byte", store_byte, 2, sizes);
+    store_byte_fn = sim_register_function("store_byte", store_byte, 2, sizes);
 }
 
 /* Children: a kernel touching reserved memory that is unmapped, or mapped without access. */
@@ -97,17 +97,17 @@ int main(void)
     CUdeviceptr va;
     CHECK_CU(cuMemAddressReserve(&va, 8 * GRAIN, 0, 0, 0));
     ok(va % GRAIN == 0, "reservations are aligned to the granularity");
-    is_uint(cudadouble_device_used(0), 0, "reserving uses no device memory");
+    is_uint(sim_device_used(0), 0, "reserving uses no device memory");
     is_int(cuMemAddressReserve(&va, MiB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE,
            "reserving a size that is not a multiple of the granularity: INVALID_VALUE");
 
     /* Physical memory is shared between its mappings. */
     CUmemGenericAllocationHandle a;
     CHECK_CU(cuMemCreate(&a, 2 * GRAIN, &on_device, 0));
-    is_uint(cudadouble_device_used(0), 2 * GRAIN, "cuMemCreate on the device counts against it");
+    is_uint(sim_device_used(0), 2 * GRAIN, "cuMemCreate on the device counts against it");
     CHECK_CU(cuMemMap(va, 2 * GRAIN, 0, a, 0));
     CHECK_CU(cuMemMap(va + 2 * GRAIN, 2 * GRAIN, 0, a, 0));
-    is_uint(cudadouble_bytes_mapped(), 4 * GRAIN, "bytes_mapped counts both mappings");
+    is_uint(sim_bytes_mapped(), 4 * GRAIN, "bytes_mapped counts both mappings");
     is_int(cuMemcpyHtoD_v2(va, "x", 1), CUDA_ERROR_INVALID_VALUE,
            "a copy to memory mapped without access: INVALID_VALUE");
     CHECK_CU(cuMemSetAccess(va, 4 * GRAIN, &device_rw, 1));
@@ -142,11 +142,11 @@ int main(void)
     /* Release while mapped: the memory lives until its last mapping goes. */
     CHECK_CU(cuMemRelease(a));
     is_int(byte_at(va + 5), 0x77, "after cuMemRelease the mapped memory still holds its bytes");
-    is_uint(cudadouble_device_used(0), 2 * GRAIN, "and still counts");
+    is_uint(sim_device_used(0), 2 * GRAIN, "and still counts");
     is_int(cuMemRelease(a), CUDA_ERROR_INVALID_VALUE, "releasing a handle twice: INVALID_VALUE");
     CHECK_CU(cuMemUnmap(va, 4 * GRAIN));
-    is_uint(cudadouble_device_used(0), 0, "unmapping both mappings frees it");
-    is_uint(cudadouble_bytes_mapped(), 0, "and bytes_mapped is back to 0");
+    is_uint(sim_device_used(0), 0, "unmapping both mappings frees it");
+    is_uint(sim_bytes_mapped(), 0, "and bytes_mapped is back to 0");
 
     /* Evict and restore at the same address: each physical allocation keeps its own bytes. */
     CUmemGenericAllocationHandle b = create_filled(va, 0xbb), c = create_filled(va, 0xcc);
@@ -175,7 +175,7 @@ int main(void)
                                    .location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0}};
     CHECK_CU(cuMemCreate(&host, 10 * GRAIN, &on_host, 0));
     CHECK_CU(cuMemCreate(&numa, GRAIN, &on_numa, 0));
-    is_uint(cudadouble_device_used(0), 0, "host-located memory does not count against the device");
+    is_uint(sim_device_used(0), 0, "host-located memory does not count against the device");
     CHECK_CU(cuMemMap(va, GRAIN, 0, numa, 0));
     CUmemAccessDesc host_rw = {{CU_MEM_LOCATION_TYPE_HOST, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(va, GRAIN, &host_rw, 1));
@@ -185,10 +185,10 @@ int main(void)
     CHECK_CU(cuMemUnmap(va, GRAIN));
     CHECK_CU(cuMemRelease(host));
     CHECK_CU(cuMemRelease(numa));
-    cudadouble_set_host_vmm(0);
+    sim_set_host_vmm(0);
     is_int(cuMemCreate(&host, GRAIN, &on_host, 0), CUDA_ERROR_NOT_SUPPORTED,
            "without host VMM, host-located cuMemCreate: NOT_SUPPORTED");
-    cudadouble_set_host_vmm(1);
+    sim_set_host_vmm(1);
 
     is_int(cuMemAddressFree(va, 8 * GRAIN), CUDA_SUCCESS, "cuMemAddressFree once unmapped");
     return exit_status();

@@ -1,0 +1,44 @@
+# The simulated GPU: a libcuda.so.1 that runs the driver API on host memory, for tests.
+# Others link it with -L$(SIM_DIR) -lcuda, or put $(SIM_DIR) on LD_LIBRARY_PATH.
+SIM_DIR := $(BUILD)/sim
+SIM_LIB := $(SIM_DIR)/libcuda.so.1
+
+SIM_SRC := $(addprefix sim/,control.c memory.c streams.c events.c capture.c \
+                    transfers.c kernels.c per_thread.c procaddress.c)
+SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o)
+
+# One stub per entry point that cuda.h declares, named without version or stream suffix.
+$(SIM_DIR)/unsupported_names.h: $(CUDA_HOME)/include/cuda.h $(CUDA_HOME)/include/cudaProfiler.h
+	@mkdir -p $(@D)
+	cat $^ | tr -s ' \n' '  ' | grep -o 'CUresult CUDAAPI cu[A-Za-z0-9_]*' | \
+	  sed 's/.* //; s/_pt[sd][sz]$$//; s/_v[0-9][0-9]*$$//' | sort -u | \
+	  sed 's/.*/CD_UNSUPPORTED(&)/' > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/sim/procaddress.o: $(SIM_DIR)/unsupported_names.h
+$(BUILD)/sim/procaddress.o: CPPFLAGS += -I$(SIM_DIR)
+
+# -Bsymbolic-functions: calls inside the simulator stay inside it, even when an LD_PRELOADed
+# interposer exports the same entry points.
+$(SIM_LIB): $(SIM_OBJ)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions $(LDFLAGS) -o $@ $^ -lpthread
+
+$(SIM_DIR)/libcuda.so: $(SIM_LIB)
+	ln -sf libcuda.so.1 $@
+
+ALL_TARGETS += $(SIM_LIB) $(SIM_DIR)/libcuda.so
+
+# The simulator's own tests. Each links the simulator directly (rpath: no other libcuda is found),
+# except sim_loading, which finds it the way cudart does.
+SIM_TEST_NAMES := devices faults graphs kernels loading memory streams vmm
+SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
+
+$(BUILD)/tests/sim_%.t: $(BUILD)/tests/sim_%.o $(TAP_OBJ) $(SIM_DIR)/libcuda.so
+	$(CC) $(LDFLAGS) -o $@ $(BUILD)/tests/sim_$*.o $(TAP_OBJ) -L$(SIM_DIR) \
+	  -Wl,-rpath,$(abspath $(SIM_DIR)) -lcuda -lpthread
+
+# Not linked with the simulator: it dlopens it from LD_LIBRARY_PATH.
+$(BUILD)/tests/sim_loading.t: $(BUILD)/tests/sim_loading.o $(TAP_OBJ) $(SIM_DIR)/libcuda.so
+	$(CC) $(LDFLAGS) -o $@ $(BUILD)/tests/sim_loading.o $(TAP_OBJ) -ldl
+
+.SECONDARY: $(SIM_TESTS:.t=.o)
+TESTS += $(SIM_TESTS)

@@ -1,0 +1,67 @@
+/* Test-only controls of the simulated GPU (libcuda.so.1 built from sim/).
+ *
+ * The simulator implements, on host memory, the part of the driver API that liblms and its
+ * tests use, with the real signatures and CUresult codes of cuda.h. These extra entry
+ * points let a test shape the "device" and look inside it. A program that links the
+ * simulator (directly, or through liblms under LD_PRELOAD) calls them like any function.
+ *
+ * Configuration is read at cuInit from the environment as well, so that a program run as
+ * a child can be set up without code:
+ *   LMS_SIM_DEVICES=N            number of devices (default 1)
+ *   LMS_SIM_CAPACITY_MB=N        device memory of each device (default 1024)
+ *   LMS_SIM_HOST_VMM=0|1         host-located VMM supported (default 1)
+ *   LMS_SIM_LOG=PATH             where unsupported calls are logged (default stderr)
+ */
+#ifndef LMS_SIM_H
+#define LMS_SIM_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A "kernel" is a host function. params[i] points at parameter i, laid out as registered,
+ * exactly like the kernelParams array of cuLaunchKernel; for launches through `extra` the
+ * simulator points params[i] into the packed buffer. It runs on the stream's worker thread. */
+typedef struct sim_launch {
+    unsigned grid[3];
+    unsigned block[3];
+    void **params;
+} sim_launch;
+typedef void (*sim_kernel_fn)(const sim_launch *launch);
+
+/* Registers a kernel with its parameter sizes; offsets follow C alignment rules (each
+ * parameter aligned to its size, up to 8 for sizes that are multiples of 8, 4, 2...).
+ * A CUkernel answers cuKernelGetParamInfo / cuKernelGetName (cudart, cuBLAS, cuDNN and
+ * PyTorch launch these); a CUfunction answers cuFuncGetParamInfo / cuFuncGetName (from
+ * cuModuleGetFunction). Cross use returns CUDA_ERROR_INVALID_HANDLE as the real driver does.
+ * Both may be passed to cuLaunchKernel as a CUfunction. */
+CUkernel sim_register_kernel(const char *name, sim_kernel_fn fn,
+                                    int param_count, const size_t *param_sizes);
+CUfunction sim_register_function(const char *name, sim_kernel_fn fn,
+                                        int param_count, const size_t *param_sizes);
+
+/* Device shape; call before cuInit (or use the environment above). */
+void sim_set_device_count(int count);
+void sim_set_capacity(int device, size_t bytes);
+void sim_set_host_vmm(int supported);
+
+/* Fault injection: the nth call from now (1 = the next) of entry_point (e.g.
+ * "cuMemCreate") returns result without doing anything. One pending fault per entry point;
+ * a later call replaces it. */
+void sim_fail_call(const char *entry_point, unsigned long nth, CUresult result);
+void sim_clear_faults(void);
+
+/* Counters, since start-up. */
+unsigned long sim_calls(const char *entry_point); /* calls made to an entry point */
+size_t sim_bytes_mapped(void);   /* bytes currently mapped by cuMemMap */
+size_t sim_bytes_copied(void);   /* bytes moved by all copies so far */
+size_t sim_device_used(int device); /* device bytes in use against the capacity */
+unsigned long sim_unsupported_calls(void); /* calls answered NOT_SUPPORTED */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
