@@ -74,23 +74,27 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureSta
     return result;
 }
 
-/* Copies a graph's operations; NULL when memory runs out. */
-static cd_graph *graph_clone_locked(const cd_graph *g)
+/* Copies a graph's operations into *copy. */
+static CUresult graph_clone_locked(const cd_graph *g, cd_graph **copy)
 {
-    cd_graph *copy = calloc(1, sizeof *copy);
-    for (const cd_op *op = g->head; copy && op; op = op->next) {
-        cd_op *c = cd_op_clone_locked(op);
-        if (!c) {
-            graph_free_locked(copy);
-            return NULL;
+    cd_graph *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (const cd_op *op = g->head; op; op = op->next) {
+        cd_op *op_copy;
+        CUresult result = cd_op_clone_locked(op, &op_copy);
+        if (result != CUDA_SUCCESS) {
+            graph_free_locked(c);
+            return result;
         }
-        if (copy->tail)
-            copy->tail->next = c;
+        if (c->tail)
+            c->tail->next = op_copy;
         else
-            copy->head = c;
-        copy->tail = c;
+            c->head = op_copy;
+        c->tail = op_copy;
     }
-    return copy;
+    *copy = c;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
@@ -99,13 +103,13 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
     CD_ENTER("cuGraphInstantiateWithFlags");
     if (!phGraphExec || !hGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    cd_graph *exec;
     pthread_mutex_lock(&cd.lock);
-    cd_graph *exec = graph_clone_locked((const cd_graph *)hGraph);
+    CUresult result = graph_clone_locked((const cd_graph *)hGraph, &exec);
     pthread_mutex_unlock(&cd.lock);
-    if (!exec)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *phGraphExec = (CUgraphExec)exec;
-    return CUDA_SUCCESS;
+    if (result == CUDA_SUCCESS)
+        *phGraphExec = (CUgraphExec)exec;
+    return result;
 }
 
 /* Replays the captured operations on hStream, in their order. */
@@ -114,11 +118,9 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     CD_ENTER("cuGraphLaunch");
     if (!hGraphExec)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult result = CUDA_SUCCESS;
+    cd_graph *run = NULL;
     pthread_mutex_lock(&cd.lock);
-    cd_graph *run = graph_clone_locked((const cd_graph *)hGraphExec);
-    if (!run)
-        result = CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult result = graph_clone_locked((const cd_graph *)hGraphExec, &run);
     for (cd_op *op = run ? run->head : NULL, *next; op; op = next) {
         next = op->next;
         cd_stream *s;

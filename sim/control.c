@@ -1,8 +1,7 @@
-/* The simulator's configuration, its call counters and fault injection, its log, and the
- * device and context entry points. */
+/* The simulator's state, its call counters and fault injection, its log, and the device and
+ * context entry points. Its configuration is read in config.c. */
 #include "sim/sim_internal.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,14 +11,7 @@
 struct cd_state cd = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .progress = PTHREAD_COND_INITIALIZER,
-    .device_count = 1,
-    .host_vmm = true,
 };
-
-/* What a test set through the API before cuInit wins over the environment. */
-static struct {
-    bool device_count, host_vmm, capacity[CD_MAX_DEVICES];
-} configured;
 
 static __thread cd_ctx *current_ctx;
 
@@ -123,7 +115,6 @@ static entry_stats *stats_for(const char *entry_point)
 static void lock_for_fork(void)
 {
     pthread_mutex_lock(&cd.lock);
-    cd_kernels_fork_lock();
     pthread_mutex_lock(&stats_lock);
     pthread_mutex_lock(&log_lock);
 }
@@ -132,7 +123,6 @@ static void unlock_after_fork(void)
 {
     pthread_mutex_unlock(&log_lock);
     pthread_mutex_unlock(&stats_lock);
-    cd_kernels_fork_unlock();
     pthread_mutex_unlock(&cd.lock);
 }
 
@@ -220,74 +210,6 @@ unsigned long sim_unsupported_calls(void)
     return n;
 }
 
-/* ---- configuration ---- */
-
-void sim_set_device_count(int count)
-{
-    pthread_mutex_lock(&cd.lock);
-    if (count >= 0 && count <= CD_MAX_DEVICES) {
-        cd.device_count = count;
-        configured.device_count = true;
-    }
-    pthread_mutex_unlock(&cd.lock);
-}
-
-void sim_set_capacity(int device, size_t bytes)
-{
-    pthread_mutex_lock(&cd.lock);
-    if (device >= 0 && device < CD_MAX_DEVICES) {
-        cd.devices[device].capacity = bytes;
-        configured.capacity[device] = true;
-    }
-    pthread_mutex_unlock(&cd.lock);
-}
-
-void sim_set_host_vmm(int supported)
-{
-    pthread_mutex_lock(&cd.lock);
-    cd.host_vmm = supported != 0;
-    configured.host_vmm = true;
-    pthread_mutex_unlock(&cd.lock);
-}
-
-/* Reads a non-negative integer variable no larger than max; false (and a log line naming the
- * variable) when it is set to anything else. */
-static bool env_number(const char *var, unsigned long long max, unsigned long long *value)
-{
-    const char *text = cd_getenv(var);
-    if (!text)
-        return true;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || v > max) {
-        cd_log("%s=%s: expected an integer from 0 to %llu", var, text, max);
-        return false;
-    }
-    *value = v;
-    return true;
-}
-
-static CUresult read_environment(void)
-{
-    unsigned long long devices = (unsigned long long)cd.device_count;
-    unsigned long long capacity_mb = 1024, host_vmm = cd.host_vmm;
-    if (!env_number("LMS_SIM_DEVICES", CD_MAX_DEVICES, &devices) ||
-        !env_number("LMS_SIM_CAPACITY_MB", 1ull << 30, &capacity_mb) ||
-        !env_number("LMS_SIM_HOST_VMM", 1, &host_vmm))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!configured.device_count)
-        cd.device_count = (int)devices;
-    if (!configured.host_vmm)
-        cd.host_vmm = host_vmm != 0;
-    for (int d = 0; d < CD_MAX_DEVICES; d++) {
-        if (!configured.capacity[d])
-            cd.devices[d].capacity = (size_t)capacity_mb << 20;
-        cd.devices[d].primary.device = d;
-    }
-    return CUDA_SUCCESS;
-}
-
 /* ---- devices ---- */
 
 CUresult cuInit(unsigned int Flags)
@@ -298,7 +220,7 @@ CUresult cuInit(unsigned int Flags)
     CUresult result = CUDA_SUCCESS;
     pthread_mutex_lock(&cd.lock);
     if (!cd.initialized) {
-        result = read_environment();
+        result = cd_configure_locked();
         cd.initialized = result == CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&cd.lock);
@@ -351,7 +273,9 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "simulated GPU %d", dev);
+    pthread_mutex_lock(&cd.lock);
+    snprintf(name, (size_t)len, "%s", cd.device_name);
+    pthread_mutex_unlock(&cd.lock);
     return CUDA_SUCCESS;
 }
 
@@ -366,15 +290,11 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* Values of an H100 80GB, where they matter; VMM support as configured. */
+/* Values of an H100 80GB, where they matter; the device shape's own in shape_attribute. */
 static const struct {
     CUdevice_attribute attribute;
     int value;
 } attribute_values[] = {
-    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
-    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
-    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
-    {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 3},
     {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
     {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
     {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
@@ -397,6 +317,35 @@ static const struct {
     {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
 };
 
+/* The attributes of the configured device shape (config.c); false for the others. */
+static bool shape_attribute(CUdevice_attribute attrib, int *value)
+{
+    bool known = true;
+    pthread_mutex_lock(&cd.lock);
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        *value = cd.cc_major;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        *value = cd.cc_minor;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        *value = cd.sm_count;
+        break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+        *value = cd.async_engines;
+        break;
+    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+        *value = cd.host_vmm;
+        break;
+    default:
+        known = false;
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return known;
+}
+
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CD_ENTER("cuDeviceGetAttribute");
@@ -404,13 +353,8 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    if (attrib == CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ||
-        attrib == CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) {
-        pthread_mutex_lock(&cd.lock);
-        *pi = cd.host_vmm;
-        pthread_mutex_unlock(&cd.lock);
+    if (shape_attribute(attrib, pi))
         return CUDA_SUCCESS;
-    }
     if (attrib == CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID) {
         *pi = dev;
         return CUDA_SUCCESS;
@@ -565,6 +509,8 @@ static const struct {
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},

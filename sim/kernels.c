@@ -1,23 +1,37 @@
-/* Kernels: host functions a test registers with a name and a parameter layout, launched on
- * streams like device kernels. Launch parameters are copied at launch time into one packed
- * buffer laid out as registered, from kernelParams or from the `extra` buffer. */
+/* Kernels: host functions with a name and a parameter layout, launched on streams like
+ * device kernels. Each kernel is a slot, and the slot's address is its handle (a CUkernel or a
+ * CUfunction): registered by a test (sim.h) or loaded from a module (modules.c). Launch
+ * parameters are copied at launch time into one packed buffer laid out as registered, from
+ * kernelParams or from the `extra` buffer.
+ *
+ * The slots of an unloaded module are kept and handed out again, the last freed first: the
+ * real driver may give a new kernel the handle value of a dead one, so a cache keyed by
+ * handle (liblms caches parameter layouts so) must be tested against reuse. A launch op
+ * remembers the generation of its slot, so that a graph captured before an unload cannot
+ * replay a kernel that is gone. The slots are guarded by cd.lock; a queued launch keeps its
+ * slot from being freed, so that the worker thread reads it without the lock. */
 #include "sim/sim_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct cd_kernel {
+    bool live;                  /* false: a free slot */
     bool is_function;           /* CUfunction (cuModuleGetFunction), else CUkernel */
+    unsigned long generation;   /* bumped each time the slot is freed */
     char *name;
     sim_kernel_fn fn;
+    sim_cost_fn cost;
     int param_count;
     size_t *sizes, *offsets;    /* [param_count] */
     size_t args_size;           /* bytes of the packed parameter buffer */
-    struct cd_kernel *next;
+    unsigned long queued;       /* launches queued on streams and not yet finished */
+    struct cd_kernel *function; /* a CUkernel's CUfunction, made by cuKernelGetFunction */
+    struct cd_kernel *next;     /* every slot, live or free */
+    struct cd_kernel *next_free;
 };
 
-static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cd_kernel *kernels;
+static struct cd_kernel *slots, *free_slots;
 
 /* C alignment of a parameter: the largest power of two dividing its size, at most 8. */
 static size_t alignment_of(size_t size)
@@ -28,29 +42,94 @@ static size_t alignment_of(size_t size)
     return align;
 }
 
+cd_kernel *cd_kernel_add_locked(const sim_module_kernel *desc, bool is_function)
+{
+    size_t n = (size_t)desc->param_count;
+    char *name = strdup(desc->name);
+    size_t *sizes = calloc(n + 1, sizeof *sizes), *offsets = calloc(n + 1, sizeof *offsets);
+    struct cd_kernel *k = free_slots ? free_slots : calloc(1, sizeof *k);
+    if (!name || !sizes || !offsets || !k) {
+        if (k && k != free_slots)
+            free(k);
+        free(name);
+        free(sizes);
+        free(offsets);
+        return NULL;
+    }
+    if (k == free_slots) {
+        free_slots = k->next_free;
+    } else {
+        k->next = slots;
+        slots = k;
+    }
+    k->live = true;
+    k->is_function = is_function;
+    k->name = name;
+    k->fn = desc->fn;
+    k->cost = desc->cost;
+    k->param_count = desc->param_count;
+    k->sizes = sizes;
+    k->offsets = offsets;
+    k->args_size = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t align = alignment_of(desc->param_sizes[i]);
+        offsets[i] = (k->args_size + align - 1) / align * align;
+        sizes[i] = desc->param_sizes[i];
+        k->args_size = offsets[i] + sizes[i];
+    }
+    return k;
+}
+
+static void free_slot_locked(struct cd_kernel *k)
+{
+    free(k->name);
+    free(k->sizes);
+    free(k->offsets);
+    k->live = false;
+    k->generation++;
+    k->function = NULL;
+    k->next_free = free_slots;
+    free_slots = k;
+}
+
+/* The kernels go last and in reverse, so that loading the same table again hands each
+ * kernel its old handle. */
+void cd_kernels_remove_locked(cd_kernel *const *kernels, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (kernels[i]->function)
+            free_slot_locked(kernels[i]->function);
+    for (int i = count; i-- > 0;)
+        free_slot_locked(kernels[i]);
+}
+
+bool cd_kernels_queued_locked(cd_kernel *const *kernels, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (kernels[i]->queued || (kernels[i]->function && kernels[i]->function->queued))
+            return true;
+    return false;
+}
+
+void cd_kernel_queued_locked(const cd_op *op, bool queued)
+{
+    if (queued)
+        op->u.launch.kernel->queued++;
+    else
+        op->u.launch.kernel->queued--;
+}
+
 static struct cd_kernel *register_kernel(const char *name, sim_kernel_fn fn, int param_count,
                                          const size_t *param_sizes, bool is_function)
 {
     if (!name || !fn || param_count < 0 || (param_count > 0 && !param_sizes))
         return NULL;
-    struct cd_kernel *k = calloc(1, sizeof *k);
-    size_t n = (size_t)param_count;
-    if (!k || !(k->name = strdup(name)) || !(k->sizes = calloc(n + 1, sizeof *k->sizes)) ||
-        !(k->offsets = calloc(n + 1, sizeof *k->offsets)))
+    const sim_module_kernel desc = {name, fn, param_count, param_sizes, NULL};
+    pthread_mutex_lock(&cd.lock);
+    struct cd_kernel *k = cd_kernel_add_locked(&desc, is_function);
+    pthread_mutex_unlock(&cd.lock);
+    if (!k)
         abort(); /* a test that cannot register its kernels cannot run */
-    k->is_function = is_function;
-    k->fn = fn;
-    k->param_count = param_count;
-    for (size_t i = 0; i < n; i++) {
-        size_t align = alignment_of(param_sizes[i]);
-        k->offsets[i] = (k->args_size + align - 1) / align * align;
-        k->sizes[i] = param_sizes[i];
-        k->args_size = k->offsets[i] + param_sizes[i];
-    }
-    pthread_mutex_lock(&kernels_lock);
-    k->next = kernels;
-    kernels = k;
-    pthread_mutex_unlock(&kernels_lock);
     return k;
 }
 
@@ -66,41 +145,57 @@ CUfunction sim_register_function(const char *name, sim_kernel_fn fn,
     return (CUfunction)register_kernel(name, fn, param_count, param_sizes, true);
 }
 
-void cd_kernels_fork_lock(void) { pthread_mutex_lock(&kernels_lock); }
-void cd_kernels_fork_unlock(void) { pthread_mutex_unlock(&kernels_lock); }
-
-static const struct cd_kernel *find_kernel(const void *handle)
+static struct cd_kernel *find_kernel_locked(const void *handle)
 {
-    pthread_mutex_lock(&kernels_lock);
-    const struct cd_kernel *k = kernels;
-    while (k && (const void *)k != handle)
-        k = k->next;
-    pthread_mutex_unlock(&kernels_lock);
-    return k;
+    for (struct cd_kernel *k = slots; k; k = k->next)
+        if ((const void *)k == handle && k->live)
+            return k;
+    return NULL;
+}
+
+/* The launch a kernel function or a cost function sees: params[i] points into the op's
+ * packed arguments. The caller frees launch->params. */
+static sim_launch launch_of(const cd_op *op)
+{
+    const struct cd_kernel *k = op->u.launch.kernel;
+    sim_launch launch = {.params = calloc((size_t)k->param_count + 1, sizeof *launch.params)};
+    if (!launch.params)
+        abort();
+    for (int i = 0; i < k->param_count; i++)
+        launch.params[i] = op->u.launch.args + k->offsets[i];
+    memcpy(launch.grid, op->u.launch.grid, sizeof launch.grid);
+    memcpy(launch.block, op->u.launch.block, sizeof launch.block);
+    return launch;
 }
 
 void cd_kernel_run(const cd_op *op)
 {
-    const struct cd_kernel *k = op->u.launch.kernel;
-    void **params = calloc((size_t)k->param_count + 1, sizeof *params);
-    if (!params)
-        abort();
-    for (int i = 0; i < k->param_count; i++)
-        params[i] = op->u.launch.args + k->offsets[i];
-    sim_launch launch = {.params = params};
-    memcpy(launch.grid, op->u.launch.grid, sizeof launch.grid);
-    memcpy(launch.block, op->u.launch.block, sizeof launch.block);
-    k->fn(&launch);
-    free(params);
+    sim_launch launch = launch_of(op);
+    op->u.launch.kernel->fn(&launch);
+    free(launch.params);
 }
 
-unsigned char *cd_kernel_args_dup(const cd_op *op)
+void cd_kernel_cost(const cd_op *op, sim_kernel_cost *cost)
 {
-    size_t size = op->u.launch.kernel->args_size;
-    unsigned char *copy = malloc(size + 1);
-    if (copy)
-        memcpy(copy, op->u.launch.args, size);
-    return copy;
+    memset(cost, 0, sizeof *cost);
+    if (!op->u.launch.kernel->cost)
+        return;
+    sim_launch launch = launch_of(op);
+    op->u.launch.kernel->cost(&launch, cost);
+    free(launch.params);
+}
+
+CUresult cd_kernel_args_dup_locked(const cd_op *op, unsigned char **copy)
+{
+    const struct cd_kernel *k = op->u.launch.kernel;
+    if (k->generation != op->u.launch.generation) {
+        cd_log("a graph launches a kernel whose module was unloaded: CUDA_ERROR_INVALID_HANDLE");
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (!(*copy = malloc(k->args_size + 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(*copy, op->u.launch.args, k->args_size);
+    return CUDA_SUCCESS;
 }
 
 /* Copies the parameters out of the packed `extra` buffer. */
@@ -122,10 +217,11 @@ static CUresult args_from_extra(const struct cd_kernel *k, void **extra, unsigne
     return CUDA_SUCCESS;
 }
 
-static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                       CUstream hStream, void **kernelParams, void **extra)
+/* Under cd.lock from the look-up to the queue: an unload cannot come between. */
+static CUresult launch_locked(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                              CUstream hStream, void **kernelParams, void **extra)
 {
-    const struct cd_kernel *k = find_kernel(f);
+    struct cd_kernel *k = find_kernel_locked(f);
     if (!k)
         return CUDA_ERROR_INVALID_HANDLE;
     for (int i = 0; i < 3; i++)
@@ -152,10 +248,21 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
         return result;
     }
     op->u.launch.kernel = k;
+    op->u.launch.generation = k->generation;
     op->u.launch.args = args;
     memcpy(op->u.launch.grid, grid, sizeof op->u.launch.grid);
     memcpy(op->u.launch.block, block, sizeof op->u.launch.block);
-    return cd_enqueue(hStream, op);
+    cd_stream *stream;
+    return cd_enqueue_locked(hStream, op, &stream);
+}
+
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                       CUstream hStream, void **kernelParams, void **extra)
+{
+    pthread_mutex_lock(&cd.lock);
+    CUresult result = launch_locked(f, grid, block, hStream, kernelParams, extra);
+    pthread_mutex_unlock(&cd.lock);
+    return result;
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -200,27 +307,33 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
 static CUresult param_info(const void *handle, bool is_function, size_t paramIndex,
                            size_t *paramOffset, size_t *paramSize)
 {
-    const struct cd_kernel *k = find_kernel(handle);
+    CUresult result = CUDA_SUCCESS;
+    pthread_mutex_lock(&cd.lock);
+    const struct cd_kernel *k = find_kernel_locked(handle);
     if (!k || k->is_function != is_function)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (paramIndex >= (size_t)k->param_count || (!paramOffset && !paramSize))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (paramOffset)
+        result = CUDA_ERROR_INVALID_HANDLE;
+    else if (paramIndex >= (size_t)k->param_count || (!paramOffset && !paramSize))
+        result = CUDA_ERROR_INVALID_VALUE;
+    if (result == CUDA_SUCCESS && paramOffset)
         *paramOffset = k->offsets[paramIndex];
-    if (paramSize)
+    if (result == CUDA_SUCCESS && paramSize)
         *paramSize = k->sizes[paramIndex];
-    return CUDA_SUCCESS;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
 }
 
+/* The name stays valid until the kernel's module is unloaded, as with the real driver. */
 static CUresult name_of(const void *handle, bool is_function, const char **name)
 {
     if (!name)
         return CUDA_ERROR_INVALID_VALUE;
-    const struct cd_kernel *k = find_kernel(handle);
-    if (!k || k->is_function != is_function)
-        return CUDA_ERROR_INVALID_HANDLE;
-    *name = k->name;
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&cd.lock);
+    const struct cd_kernel *k = find_kernel_locked(handle);
+    bool valid = k && k->is_function == is_function;
+    if (valid)
+        *name = k->name;
+    pthread_mutex_unlock(&cd.lock);
+    return valid ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
@@ -247,4 +360,30 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
     CD_ENTER("cuFuncGetName");
     return name_of(hfunc, true, name);
+}
+
+/* The CUfunction of a CUkernel is a slot of its own, made on the first request and freed
+ * with the kernel; with one context per device, one serves them all. */
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    CD_ENTER("cuKernelGetFunction");
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_ctx *ctx;
+    CUresult result = cd_current_ctx(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    pthread_mutex_lock(&cd.lock);
+    struct cd_kernel *k = find_kernel_locked(kernel);
+    if (!k || k->is_function) {
+        result = CUDA_ERROR_INVALID_HANDLE;
+    } else if (!k->function) {
+        const sim_module_kernel desc = {k->name, k->fn, k->param_count, k->sizes, k->cost};
+        if (!(k->function = cd_kernel_add_locked(&desc, true)))
+            result = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (result == CUDA_SUCCESS)
+        *pFunc = (CUfunction)k->function;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
 }

@@ -3,8 +3,8 @@
 SIM_DIR := $(BUILD)/sim
 SIM_LIB := $(SIM_DIR)/libcuda.so.1
 
-SIM_SRC := $(addprefix sim/,control.c memory.c streams.c events.c capture.c \
-                    transfers.c kernels.c per_thread.c procaddress.c)
+SIM_SRC := $(addprefix sim/,control.c config.c memory.c streams.c events.c capture.c \
+                    transfers.c kernels.c modules.c per_thread.c procaddress.c)
 SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o)
 
 # One stub per entry point that cuda.h declares, named without version or stream suffix.
@@ -20,7 +20,7 @@ $(BUILD)/sim/procaddress.o: CPPFLAGS += -I$(SIM_DIR)
 # -Bsymbolic-functions: calls inside the simulator stay inside it, even when an LD_PRELOADed
 # interposer exports the same entry points.
 $(SIM_LIB): $(SIM_OBJ)
-	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions $(LDFLAGS) -o $@ $^ -lpthread
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions $(LDFLAGS) -o $@ $^ -lpthread -ldl
 
 $(SIM_DIR)/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
@@ -29,16 +29,30 @@ ALL_TARGETS += $(SIM_LIB) $(SIM_DIR)/libcuda.so
 
 # The simulator's own tests. Each links the simulator directly (rpath: no other libcuda is found),
 # except sim_loading, which finds it the way cudart does.
-SIM_TEST_NAMES := devices faults graphs kernels loading memory streams vmm
+SIM_TEST_NAMES := devices faults graphs kernels loading memory modules streams timing_only vmm
 SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
 
-$(BUILD)/tests/sim_%.t: $(BUILD)/tests/sim_%.o $(TAP_OBJ) $(SIM_DIR)/libcuda.so
+# tests/module.mk, included after this file, names $(BUILD)/tests/tap.o TAP_OBJ.
+$(BUILD)/tests/sim_%.t: $(BUILD)/tests/sim_%.o $(BUILD)/tests/tap.o $(SIM_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $(BUILD)/tests/sim_$*.o $(TAP_OBJ) -L$(SIM_DIR) \
 	  -Wl,-rpath,$(abspath $(SIM_DIR)) -lcuda -lpthread
 
 # Not linked with the simulator: it dlopens it from LD_LIBRARY_PATH.
-$(BUILD)/tests/sim_loading.t: $(BUILD)/tests/sim_loading.o $(TAP_OBJ) $(SIM_DIR)/libcuda.so
+$(BUILD)/tests/sim_loading.t: $(BUILD)/tests/sim_loading.o $(BUILD)/tests/tap.o $(SIM_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $(BUILD)/tests/sim_loading.o $(TAP_OBJ) -ldl
+
+# The module sim_modules loads, and a second build of it with other kernels, to be loaded
+# where the first was.
+$(BUILD)/tests/sim_test_module.so: tests/sim_test_module.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -shared $(LDFLAGS) -o $@ $<
+
+$(BUILD)/tests/sim_test_module_other.so: tests/sim_test_module.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -DSIM_TEST_MODULE_OTHER -shared $(LDFLAGS) -o $@ $<
+
+$(BUILD)/tests/sim_modules.t: $(BUILD)/tests/sim_test_module.so \
+  $(BUILD)/tests/sim_test_module_other.so
 
 .SECONDARY: $(SIM_TESTS:.t=.o)
 TESTS += $(SIM_TESTS)

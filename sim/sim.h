@@ -6,11 +6,20 @@
  * simulator (directly, or through liblms under LD_PRELOAD) calls them like any function.
  *
  * Configuration is read at cuInit from the environment as well, so that a program run as
- * a child can be set up without code:
+ * a child can be set up without code; what the API set before cuInit wins:
  *   LMS_SIM_DEVICES=N            number of devices (default 1)
- *   LMS_SIM_CAPACITY_MB=N        device memory of each device (default 1024)
- *   LMS_SIM_HOST_VMM=0|1         host-located VMM supported (default 1)
- *   LMS_SIM_LOG=PATH             where unsupported calls are logged (default stderr)
+ *   LMS_SIM_DEVICE=test|h100     the shape of every device (default test: an H100 with
+ *                                1024 MiB); the variables below override one field of it
+ *   LMS_SIM_NAME=TEXT            device name
+ *   LMS_SIM_CAPACITY_MB=N        device memory of each device
+ *   LMS_SIM_SMS=N                multiprocessors (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+ *   LMS_SIM_CC=M.m               compute capability, as 9.0
+ *   LMS_SIM_ASYNC_ENGINES=N      copy engines (CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)
+ *   LMS_SIM_HOST_VMM=0|1         host-located VMM supported
+ *   LMS_SIM_EXECUTE=execute|timing-only   timing-only: kernels, copies and memsets are
+ *                                checked and ordered but do nothing, and device memory is
+ *                                never touched, so it costs no host memory (default execute)
+ *   LMS_SIM_LOG=PATH             where unsupported calls and errors are logged (default stderr)
  */
 #ifndef LMS_SIM_H
 #define LMS_SIM_H
@@ -43,10 +52,23 @@ CUkernel sim_register_kernel(const char *name, sim_kernel_fn fn,
 CUfunction sim_register_function(const char *name, sim_kernel_fn fn,
                                         int param_count, const size_t *param_sizes);
 
-/* Device shape; call before cuInit (or use the environment above). */
+/* Device shape; call before cuInit (or use the environment above). A preset ("test",
+ * "h100") sets every field of the shape, the others one; an unknown preset is
+ * CUDA_ERROR_INVALID_VALUE. Values out of range are ignored. */
+CUresult sim_set_device_preset(const char *preset);
 void sim_set_device_count(int count);
 void sim_set_capacity(int device, size_t bytes);
+void sim_set_device_name(const char *name);
+void sim_set_sm_count(int count);
+void sim_set_compute_capability(int major, int minor);
+void sim_set_async_engine_count(int count);
 void sim_set_host_vmm(int supported);
+
+typedef enum sim_execution {
+    SIM_EXECUTE,     /* kernels run, copies and memsets move bytes */
+    SIM_TIMING_ONLY, /* they are checked and ordered, but do nothing */
+} sim_execution;
+void sim_set_execution(sim_execution mode);
 
 /* Fault injection: the nth call from now (1 = the next) of entry_point (e.g.
  * "cuMemCreate") returns result without doing anything. One pending fault per entry point;
@@ -57,7 +79,7 @@ void sim_clear_faults(void);
 /* Counters, since start-up. */
 unsigned long sim_calls(const char *entry_point); /* calls made to an entry point */
 size_t sim_bytes_mapped(void);   /* bytes currently mapped by cuMemMap */
-size_t sim_bytes_copied(void);   /* bytes moved by all copies so far */
+size_t sim_bytes_copied(void);   /* bytes copies have moved (timing-only: would have) */
 size_t sim_device_used(int device); /* device bytes in use against the capacity */
 unsigned long sim_unsupported_calls(void); /* calls answered NOT_SUPPORTED */
 

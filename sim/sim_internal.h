@@ -8,6 +8,7 @@
 #define LMS_SIM_INTERNAL_H
 
 #include "sim/sim.h"
+#include "sim/sim_module.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -47,7 +48,11 @@ struct cd_state {
     pthread_cond_t progress;
     bool initialized;
     int device_count;
+    /* The shape of every device (config.c); capacities are in devices[]. */
+    char device_name[256];
+    int sm_count, cc_major, cc_minor, async_engines;
     bool host_vmm;
+    bool timing_only;           /* LMS_SIM_EXECUTE=timing-only: no device byte is touched */
     cd_device devices[CD_MAX_DEVICES];
     CUresult sticky_error;      /* set by a fault; every later call returns it */
     size_t bytes_mapped;
@@ -73,6 +78,9 @@ bool cd_enter(const char *entry_point, bool needs_init, CUresult *result);
             return cd_early_;                                                                \
     } while (0)
 
+/* Sets, at cuInit, what the API did not set before from the environment (config.c);
+ * INVALID_VALUE, with a log line naming the variable, for a bad value. */
+CUresult cd_configure_locked(void);
 /* The calling thread's current context, or INVALID_CONTEXT. Call without cd.lock. */
 CUresult cd_current_ctx(cd_ctx **ctx);
 /* getenv for LMS_SIM_* names that falls back to their old CUDADOUBLE_* names. */
@@ -120,7 +128,8 @@ struct cd_op {
     cd_op_kind kind;
     union {
         struct {
-            const cd_kernel *kernel;
+            cd_kernel *kernel;
+            unsigned long generation;   /* the kernel slot's, when launched (kernels.c) */
             unsigned grid[3], block[3];
             unsigned char *args;        /* packed parameters, laid out as registered */
         } launch;
@@ -167,8 +176,9 @@ typedef struct cd_graph {
 } cd_graph;
 
 cd_op *cd_op_new(cd_op_kind kind);
-/* A copy of op to queue again (graph replay); NULL when memory runs out. */
-cd_op *cd_op_clone_locked(const cd_op *op);
+/* A copy of op to queue again (graph replay): OUT_OF_MEMORY, or INVALID_HANDLE for a launch
+ * of a kernel unloaded since. */
+CUresult cd_op_clone_locked(const cd_op *op, cd_op **copy);
 void cd_op_free_locked(cd_op *op);
 void cd_event_unref_locked(cd_event *event);
 
@@ -184,13 +194,26 @@ CUresult cd_run_sync(cd_op *op);
 /* Waits until every stream of ctx (NULL: the current context) has finished its queued work. */
 CUresult cd_ctx_synchronize(cd_ctx *ctx);
 
-/* ---- kernels (kernels.c) ---- */
+/* ---- kernels (kernels.c), modules and libraries (modules.c) ---- */
 
+/* A kernel slot is a CUkernel or CUfunction handle. Slots freed by an unload are handed out
+ * again, the last freed first. Call these with cd.lock held. */
+cd_kernel *cd_kernel_add_locked(const sim_module_kernel *desc, bool is_function);
+/* Frees the slots of kernels[0..count) and of the CUfunctions cuKernelGetFunction made for
+ * them; a later load gets them back in the same order. */
+void cd_kernels_remove_locked(cd_kernel *const *kernels, int count);
+/* Whether a launch of one of kernels[0..count) (or of their CUfunctions) is queued or running. */
+bool cd_kernels_queued_locked(cd_kernel *const *kernels, int count);
+/* Counts a launch op into (queued) or out of a stream's queue. */
+void cd_kernel_queued_locked(const cd_op *op, bool queued);
+
+/* Runs a launch op's kernel on the calling thread (a stream's worker), without the lock. */
 void cd_kernel_run(const cd_op *op);
-/* Around fork (control.c): take and give back the lock of the kernel table. */
-void cd_kernels_fork_lock(void);
-void cd_kernels_fork_unlock(void);
-/* A second, independent copy of a launch op's arguments, for graph replay. */
-unsigned char *cd_kernel_args_dup(const cd_op *op);
+/* The cost of a launch op as its kernel's cost function prices it (all zero without one):
+ * the timing model's hook. Call it while op is queued or captured and its kernel loaded. */
+void cd_kernel_cost(const cd_op *op, sim_kernel_cost *cost);
+/* A second, independent copy of a launch op's arguments, for graph replay; INVALID_HANDLE when
+ * its kernel was unloaded since the launch was captured. */
+CUresult cd_kernel_args_dup_locked(const cd_op *op, unsigned char **copy);
 
 #endif

@@ -21,7 +21,10 @@
 
 #include <stddef.h>
 
-#define SIM_MODULE_SYMBOL "sim_module"
+/* A module defines its table as `const sim_module sim_module_table = {SIM_MODULE_ABI, ...};`
+ * (extern "C" in C++). The name is not the type's: C and C++ refuse a variable named like a
+ * typedef in the same scope. */
+#define SIM_MODULE_SYMBOL "sim_module_table"
 #define SIM_MODULE_ABI 1
 #define SIM_MAX_KERNEL_PARAMS 32
 

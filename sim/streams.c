@@ -41,20 +41,24 @@ void cd_op_free_locked(cd_op *op)
     free(op);
 }
 
-cd_op *cd_op_clone_locked(const cd_op *op)
+CUresult cd_op_clone_locked(const cd_op *op, cd_op **copy)
 {
-    cd_op *copy = malloc(sizeof *copy);
-    if (!copy)
-        return NULL;
-    *copy = *op;
-    copy->next = NULL;
-    if (op->kind == CD_OP_KERNEL && !(copy->u.launch.args = cd_kernel_args_dup(op))) {
-        free(copy);
-        return NULL;
+    cd_op *c = malloc(sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *c = *op;
+    c->next = NULL;
+    if (op->kind == CD_OP_KERNEL) {
+        CUresult result = cd_kernel_args_dup_locked(op, &c->u.launch.args);
+        if (result != CUDA_SUCCESS) {
+            free(c);
+            return result;
+        }
     }
     if (op->kind == CD_OP_EVENT_RECORD || op->kind == CD_OP_EVENT_WAIT)
         op->u.event.event->refs++;
-    return copy;
+    *copy = c;
+    return CUDA_SUCCESS;
 }
 
 static void run_copy(const cd_op *op)
@@ -175,8 +179,11 @@ static void *worker(void *arg)
             while (op->u.event.event->done_seq < op->u.event.seq)
                 pthread_cond_wait(&cd.progress, &cd.lock);
         bool faulted = !memory_still_usable_locked(op);
+        /* Timing-only: device work is checked and ordered but not done; a host function is
+         * the program's own work. */
+        bool run = !faulted && (!cd.timing_only || op->kind == CD_OP_HOST_FN);
         pthread_mutex_unlock(&cd.lock);
-        if (!faulted)
+        if (run)
             run_unlocked(op);
         pthread_mutex_lock(&cd.lock);
         if (!faulted)
@@ -184,6 +191,8 @@ static void *worker(void *arg)
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
+        if (op->kind == CD_OP_KERNEL)
+            cd_kernel_queued_locked(op, false);
         cd_op_free_locked(op);
         s->completed++;
         pthread_cond_broadcast(&cd.progress);
@@ -251,6 +260,8 @@ static void append_locked(cd_stream *s, cd_op *op)
         s->head = op;
     s->tail = op;
     s->submitted++;
+    if (op->kind == CD_OP_KERNEL)
+        cd_kernel_queued_locked(op, true);
 }
 
 /* Makes `waiter` wait for the work queued on `target` so far (an internal event). */
