@@ -68,6 +68,7 @@ typedef struct entry_stats {
     unsigned long calls;
     unsigned long fail_in;      /* 0: no fault pending; n: the nth call from now fails */
     CUresult fail_result;
+    double host_ns;             /* what a call costs the host's virtual clock */
     UT_hash_handle hh;
 } entry_stats;
 
@@ -100,6 +101,7 @@ static entry_stats *stats_for(const char *entry_point)
         if (!s)
             abort();
         memcpy(s->name, name, sizeof name);
+        s->host_ns = cd_call_ns(name);
         HASH_ADD_STR(stats, name, s);
     }
     return s;
@@ -148,7 +150,9 @@ bool cd_enter(const char *entry_point, bool needs_init, CUresult *result)
     bool injected = s->fail_in > 0 && --s->fail_in == 0;
     if (injected)
         *result = s->fail_result;
+    double host_ns = s->host_ns;
     pthread_mutex_unlock(&stats_lock);
+    cd_host_charge(host_ns);
     if (injected)
         return true;
     if (!needs_init)

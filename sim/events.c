@@ -96,7 +96,8 @@ CUresult cuEventQuery(CUevent hEvent)
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
     CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE
-                      : e->done_seq < e->record_seq ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+                      : e->done_seq < e->record_seq || e->vt_recorded > cd_host_now()
+                          ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -110,6 +111,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
         unsigned long target = e->record_seq;
         while (e->done_seq < target)
             pthread_cond_wait(&cd.progress, &cd.lock);
+        cd_host_wait_until(e->vt_recorded);
     }
     CUresult result = e ? cd.sticky_error : CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_unlock(&cd.lock);
@@ -129,8 +131,7 @@ static CUresult elapsed_time(float *pMilliseconds, CUevent hStart, CUevent hEnd)
     else if (start->done_seq < start->record_seq || end->done_seq < end->record_seq)
         result = CUDA_ERROR_NOT_READY;
     else
-        *pMilliseconds = (float)((double)(end->when.tv_sec - start->when.tv_sec) * 1e3 +
-                                 (double)(end->when.tv_nsec - start->when.tv_nsec) / 1e6);
+        *pMilliseconds = (float)(((double)end->vt_recorded - (double)start->vt_recorded) / 1e6);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }

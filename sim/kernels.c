@@ -175,13 +175,30 @@ void cd_kernel_run(const cd_op *op)
     free(launch.params);
 }
 
-void cd_kernel_cost(const cd_op *op, sim_kernel_cost *cost)
+/* A pointer parameter's bytes are priced where the pointer points: a kernel reaches
+ * host-located and pinned memory over the bus, at the zero-copy rate. */
+void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes)
 {
-    memset(cost, 0, sizeof *cost);
-    if (!op->u.launch.kernel->cost)
+    *flops = *device_bytes = *host_bytes = 0;
+    const struct cd_kernel *k = op->u.launch.kernel;
+    if (!k->cost)
         return;
+    sim_kernel_cost cost;
+    memset(&cost, 0, sizeof cost);
     sim_launch launch = launch_of(op);
-    op->u.launch.kernel->cost(&launch, cost);
+    k->cost(&launch, &cost);
+    *flops = cost.flops;
+    for (int i = 0; i < k->param_count; i++) {
+        if (cost.bytes[i] <= 0)
+            continue;
+        uintptr_t ptr = 0;
+        if (k->sizes[i] == sizeof ptr)
+            memcpy(&ptr, launch.params[i], sizeof ptr);
+        if (ptr && cd_memory_kind_locked(ptr) != CD_MEMORY_DEVICE)
+            *host_bytes += cost.bytes[i];
+        else
+            *device_bytes += cost.bytes[i];
+    }
     free(launch.params);
 }
 

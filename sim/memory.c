@@ -114,6 +114,22 @@ bool cd_range_usable(uintptr_t ptr, size_t size, bool host_ok)
     return true;
 }
 
+/* What a call of that size costs the host's virtual clock (calibration.h). */
+static void charge(const sim_sized_cost *cost, size_t bytes)
+{
+    cd_host_charge(sim_sized_ns(cost, (double)bytes));
+}
+
+cd_memory_kind cd_memory_kind_locked(uintptr_t ptr)
+{
+    region *r = find_region(ptr, DIRECT_MASK | MASK(REGION_MAPPED));
+    if (!r)
+        return CD_MEMORY_PAGEABLE;
+    if (r->kind == REGION_ALLOC || (r->kind == REGION_MAPPED && r->phys->device >= 0))
+        return CD_MEMORY_DEVICE;
+    return CD_MEMORY_PINNED;
+}
+
 static void *map_anonymous(size_t size, int prot)
 {
     void *p = mmap(NULL, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -126,6 +142,7 @@ static CUresult alloc_device(CUdeviceptr *dptr, size_t size)
 {
     if (!dptr || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    charge(&sim_calibration_now()->mem_alloc, size);
     cd_ctx *ctx;
     CUresult result = cd_current_ctx(&ctx);
     if (result != CUDA_SUCCESS)
@@ -241,6 +258,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
     CD_ENTER("cuMemAddressReserve");
     if (!ptr || size == 0 || !granular(size) || flags != 0 || (alignment & (alignment - 1)))
         return CUDA_ERROR_INVALID_VALUE;
+    charge(&sim_calibration_now()->vmm_reserve, size);
     if (alignment < CD_GRANULARITY)
         alignment = CD_GRANULARITY;
     if (size > SIZE_MAX - alignment)
@@ -346,6 +364,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     int device;
     pthread_mutex_lock(&cd.lock);
     CUresult result = check_location(&prop->location, &device);
+    if (result == CUDA_SUCCESS)
+        charge(device >= 0 ? &sim_calibration_now()->vmm_create_device
+                           : &sim_calibration_now()->vmm_create_host, size);
     if (result == CUDA_SUCCESS && device >= 0 &&
         size > cd.devices[device].capacity - cd.devices[device].used)
         result = CUDA_ERROR_OUT_OF_MEMORY;
@@ -380,6 +401,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     pthread_mutex_lock(&cd.lock);
     physical *p = find_physical(handle);
     if (p) {
+        charge(&sim_calibration_now()->vmm_release, p->size);
         p->released = true;
         drop_physical_if_unused(p);
     }
@@ -396,6 +418,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     uintptr_t base = (uintptr_t)ptr;
     if (flags != 0 || size == 0 || !granular(size) || !granular(base))
         return CUDA_ERROR_INVALID_VALUE;
+    charge(&sim_calibration_now()->vmm_map, size);
     CUresult result = CUDA_SUCCESS;
     pthread_mutex_lock(&cd.lock);
     physical *p = find_physical(handle);
@@ -445,6 +468,7 @@ static bool whole_mappings(uintptr_t base, size_t size)
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     CD_ENTER("cuMemUnmap");
+    charge(&sim_calibration_now()->vmm_unmap, size);
     uintptr_t base = (uintptr_t)ptr;
     pthread_mutex_lock(&cd.lock);
     bool valid = whole_mappings(base, size);
@@ -489,6 +513,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
         result = CUDA_ERROR_INVALID_VALUE;
     for (uintptr_t at = base; result == CUDA_SUCCESS && at < base + size;) {
         region *m = find_base(at, REGION_MAPPED);
+        charge(m->device >= 0 ? &sim_calibration_now()->vmm_set_access_device
+                              : &sim_calibration_now()->vmm_set_access_host, m->size);
         mprotect((void *)m->base, m->size, prot);
         m->prot = prot;
         at += m->size;
@@ -536,12 +562,14 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     CD_ENTER("cuMemHostAlloc");
+    charge(&sim_calibration_now()->host_alloc, bytesize);
     return host_alloc(pp, bytesize, Flags);
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
     CD_ENTER("cuMemAllocHost");
+    charge(&sim_calibration_now()->host_alloc, bytesize);
     return host_alloc(pp, bytesize, 0);
 }
 
@@ -561,6 +589,7 @@ CUresult cuMemFreeHost(void *p)
     pthread_mutex_lock(&cd.lock);
     region *r = find_base((uintptr_t)p, REGION_HOST_ALLOC);
     if (r) {
+        charge(&sim_calibration_now()->host_free, r->size);
         munmap((void *)r->base, r->size);
         remove_region(r);
     }
@@ -576,6 +605,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
                              CU_MEMHOSTREGISTER_READ_ONLY)))
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t base = (uintptr_t)p;
+    charge(&sim_calibration_now()->host_register, bytesize);
     CUresult result = CUDA_SUCCESS;
     pthread_mutex_lock(&cd.lock);
     for (size_t i = 0; i < region_count; i++) {

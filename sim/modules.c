@@ -222,6 +222,9 @@ static CUresult unload(const void *handle, bool is_library, const char *entry)
         m->live = false; /* a second unload meanwhile finds nothing */
         while (cd_kernels_queued_locked(m->kernels, m->table->kernel_count))
             pthread_cond_wait(&cd.progress, &cd.lock);
+        /* In virtual time the launches' ends are not kept per module: wait for the device. */
+        for (int d = 0; d < cd.device_count; d++)
+            cd_host_wait_until(cd_ctx_vt_end_locked(&cd.devices[d].primary));
         cd_kernels_remove_locked(m->kernels, m->table->kernel_count);
         free_module_locked(m);
     }

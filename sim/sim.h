@@ -83,6 +83,15 @@ size_t sim_bytes_copied(void);   /* bytes copies have moved (timing-only: would 
 size_t sim_device_used(int device); /* device bytes in use against the capacity */
 unsigned long sim_unsupported_calls(void); /* calls answered NOT_SUPPORTED */
 
+/* Virtual time (the timing model of sim/timing.h), in nanoseconds since start-up: the host
+ * clock; how long a device's engine has been busy (0 compute, 1 host-to-device copies,
+ * 2 device-to-host copies); when the device's queued work will all be done; and the
+ * version of the calibration that priced it. */
+unsigned long long sim_host_ns(void);
+unsigned long long sim_engine_busy_ns(int device, int engine);
+unsigned long long sim_device_done_ns(int device);
+const char *sim_calibration_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
 #define LMS_SIM_INTERNAL_H
 
 #include "sim/sim.h"
+#include "sim/timing.h"
 #include "sim/sim_module.h"
 
 #include <pthread.h>
@@ -41,6 +42,7 @@ typedef struct cd_device {
     size_t capacity;            /* bytes the test gave the device */
     size_t used;                /* bytes of cuMemAlloc and device-located cuMemCreate */
     cd_ctx primary;
+    sim_timeline timeline;      /* its engines' virtual time (clock.c) */
 } cd_device;
 
 struct cd_state {
@@ -106,7 +108,7 @@ typedef struct cd_event {
     unsigned flags;
     unsigned long record_seq;   /* records issued */
     unsigned long done_seq;     /* records executed */
-    struct timespec when;       /* time of the last executed record */
+    sim_ns vt_recorded;         /* virtual time the last record issued is reached */
     int refs;                   /* the handle and every queued op that names the event */
     struct cd_event *next;      /* in the list of live events */
 } cd_event;
@@ -126,6 +128,7 @@ typedef enum cd_op_kind {
 struct cd_op {
     cd_op *next;
     cd_op_kind kind;
+    sim_ns vt_end;              /* virtual time it ends, fixed when queued (clock.c) */
     union {
         struct {
             cd_kernel *kernel;
@@ -167,6 +170,7 @@ struct cd_stream {
     unsigned long submitted, completed;
     struct cd_graph *capture;   /* non-NULL while capturing (capture.c) */
     bool capture_invalidated;
+    sim_ns vt_end;              /* virtual time its last queued op ends */
     cd_stream *next;            /* in ctx->streams */
 };
 
@@ -209,11 +213,32 @@ void cd_kernel_queued_locked(const cd_op *op, bool queued);
 
 /* Runs a launch op's kernel on the calling thread (a stream's worker), without the lock. */
 void cd_kernel_run(const cd_op *op);
-/* The cost of a launch op as its kernel's cost function prices it (all zero without one):
- * the timing model's hook. Call it while op is queued or captured and its kernel loaded. */
-void cd_kernel_cost(const cd_op *op, sim_kernel_cost *cost);
 /* A second, independent copy of a launch op's arguments, for graph replay; INVALID_HANDLE when
  * its kernel was unloaded since the launch was captured. */
 CUresult cd_kernel_args_dup_locked(const cd_op *op, unsigned char **copy);
+
+
+/* ---- virtual time (clock.c, over the timing model of timing.h) ---- */
+
+sim_ns cd_host_now(void);
+void cd_host_charge(double ns);
+/* The host waits: its clock moves to t if t is later. */
+void cd_host_wait_until(sim_ns t);
+/* What a call costs the host, by base name; 0 for calls that charge by size themselves. */
+double cd_call_ns(const char *base_name);
+/* Prices op, queued on s now: sets op->vt_end and s->vt_end, and an event record's time. */
+void cd_schedule_locked(cd_stream *s, cd_op *op);
+/* When everything queued so far on s (the NULL stream: and on the blocking streams it
+ * waits for), or on every stream of ctx, is done. */
+sim_ns cd_stream_vt_end_locked(const cd_stream *s);
+sim_ns cd_ctx_vt_end_locked(const cd_ctx *ctx);
+
+/* Where an address lives, for pricing: device memory, host memory the device reaches
+ * directly (pinned, registered, host-located VMM), or pageable host memory. */
+typedef enum cd_memory_kind { CD_MEMORY_DEVICE, CD_MEMORY_PINNED, CD_MEMORY_PAGEABLE } cd_memory_kind;
+cd_memory_kind cd_memory_kind_locked(uintptr_t ptr);
+/* A launch's floating-point operations and its bytes in device and in host memory, from its
+ * kernel's cost function and where each pointer parameter points. */
+void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes);
 
 #endif

@@ -119,7 +119,6 @@ static void finish_locked(const cd_op *op)
         break;
     case CD_OP_EVENT_RECORD: {
         cd_event *event = op->u.event.event;
-        clock_gettime(CLOCK_MONOTONIC, &event->when);
         if (event->done_seq < op->u.event.seq)
             event->done_seq = op->u.event.seq;
         break;
@@ -330,6 +329,7 @@ CUresult cd_enqueue_locked(CUstream hStream, cd_op *op, cd_stream **stream)
         cd_op_free_locked(op);
         return result;
     }
+    cd_schedule_locked(s, op);
     append_locked(s, op);
     pthread_cond_broadcast(&cd.progress);
     *stream = s;
@@ -358,6 +358,7 @@ CUresult cd_run_sync(cd_op *op)
     CUresult result = cd_enqueue_locked(NULL, op, &s);
     if (result == CUDA_SUCCESS) {
         wait_until_locked(s, s->submitted);
+        cd_host_wait_until(cd_stream_vt_end_locked(s));
         result = cd.sticky_error;
     }
     pthread_mutex_unlock(&cd.lock);
@@ -395,6 +396,7 @@ CUresult cd_ctx_synchronize(cd_ctx *ctx)
     }
     pthread_mutex_lock(&cd.lock);
     drain_ctx_locked(ctx, false);
+    cd_host_wait_until(cd_ctx_vt_end_locked(ctx));
     CUresult result = cd.sticky_error;
     pthread_mutex_unlock(&cd.lock);
     return result;
@@ -485,6 +487,7 @@ static CUresult stream_synchronize(CUstream hStream)
             drain_ctx_locked(s->ctx, true);
         else
             wait_until_locked(s, s->submitted);
+        cd_host_wait_until(cd_stream_vt_end_locked(s));
         result = cd.sticky_error;
     }
     pthread_mutex_unlock(&cd.lock);
@@ -503,7 +506,7 @@ CUresult cuStreamQuery(CUstream hStream)
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS && busy(s))
+    if (result == CUDA_SUCCESS && (busy(s) || cd_stream_vt_end_locked(s) > cd_host_now()))
         result = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&cd.lock);
     return result;

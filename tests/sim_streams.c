@@ -132,7 +132,8 @@ int main(void)
            "elapsed time of an unfinished event: NOT_READY");
     CHECK_CU(cuEventSynchronize(done));
     is_int(cuEventElapsedTime_v2(&ms, start, done), CUDA_SUCCESS, "elapsed time once both ran");
-    ok(ms >= 95 && ms < 5000, "elapsed time covers the 100 ms kernel (%.1f ms)", (double)ms);
+    ok(ms > 0 && ms < 1, "elapsed time is virtual: a kernel without a cost function is priced as "
+       "the shortest kernel, however long it really ran (%.4f ms)", (double)ms);
     is_int(cuEventElapsedTime_v2(&ms, start, never), CUDA_ERROR_INVALID_HANDLE,
            "elapsed time to an event never recorded: INVALID_HANDLE");
     is_int(cuEventElapsedTime_v2(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE,

@@ -1,0 +1,59 @@
+/* The timing model's constants for an H100 80GB HBM3 (SXM5, 132 SMs, PCIe gen5 x16), from
+ * the measurements in shared/GPU-FACTS.md (2026-11-22, driver 580.159.04, medians of 10
+ * runs at 256 MiB unless said otherwise). Figures marked "datasheet" were not measured on
+ * the machine; those marked "assumed" are neither measured nor published, and are chosen
+ * to be of the right order. Change the version whenever a figure changes: benchmark
+ * results carry it. */
+#include "sim/calibration.h"
+
+#define GB 1e9
+#define TB 1e12
+#define MIB (1024.0 * 1024.0)
+#define US 1e3
+#define MS 1e6
+
+const sim_calibration sim_calibration_h100 = {
+    .version = "h100-2026-11-22.1",
+
+    .pinned_h2d = 55.0 * GB,            /* measured: pinned host -> device */
+    .pinned_d2h = 55.0 * GB,            /* measured: device -> pinned host */
+    .pinned_bidirectional = 93.7 * GB,  /* measured: 46.8 + 51.2, two streams */
+    .pageable_h2d = 7.5 * GB,           /* measured */
+    .pageable_d2h = 9.7 * GB,           /* measured */
+    .d2d_copy = 1311 * GB,              /* measured: cuMemcpyDtoD (2622 GB/s read + write) */
+    .memset_rate = 2880 * GB,           /* measured: a kernel writing device memory */
+    .copy_latency_ns = 2 * US,          /* assumed */
+
+    .fp32_flops = 494.7 * TB,           /* datasheet: TF32 tensor cores, dense (convolutions
+                                           allow TF32, as PyTorch's do) */
+    .hbm_bytes = 2880 * GB,             /* measured: a kernel reading / writing device memory */
+    .zero_copy_bytes = 51.6 * GB,       /* measured: 50.8 read, 52.4 write, host-located VMM */
+    .kernel_efficiency = 1.0,           /* fitted: see docs/benchmarks/sim.md */
+    .kernel_min_ns = 3 * US,            /* assumed: the shortest kernel, launch latency included */
+
+    .launch_ns = 4 * US,                /* measured: host enqueue cost of a launch; copies,
+                                           memsets and event records assumed the same */
+    .call_ns = 0.5 * US,                /* assumed: any other call */
+    /* VMM calls, measured at 2 MiB and 256 MiB. */
+    .mem_alloc = {47 * US, 2 * MIB, 117 * US, 256 * MIB}, /* assumed: create + map + access */
+    .vmm_reserve = {1.7 * US, 2 * MIB, 18 * US, 256 * MIB},
+    .vmm_create_device = {15 * US, 2 * MIB, 33 * US, 256 * MIB},
+    .vmm_create_host = {0.25 * MS, 2 * MIB, 50 * MS, 256 * MIB},
+    .vmm_map = {1.3 * US, 2 * MIB, 3.4 * US, 256 * MIB},
+    .vmm_set_access_device = {31 * US, 2 * MIB, 81 * US, 256 * MIB},
+    .vmm_set_access_host = {31 * US, 2 * MIB, 2.75 * MS, 256 * MIB}, /* measured 2.4-3.1 ms at
+                                           256 MiB; at 2 MiB assumed as for device memory */
+    .vmm_unmap = {21 * US, 2 * MIB, 65 * US, 256 * MIB},
+    .vmm_release = {15 * US, 2 * MIB, 281 * US, 256 * MIB},
+    /* Pinned host memory, measured at 256 MiB only; assumed proportional below. */
+    .host_alloc = {1.02 * MS, 2 * MIB, 130 * MS, 256 * MIB},
+    .host_free = {0.32 * MS, 2 * MIB, 41 * MS, 256 * MIB},
+    .host_register = {0.11 * MS, 2 * MIB, 14.5 * MS, 256 * MIB},
+};
+
+double sim_sized_ns(const sim_sized_cost *cost, double bytes)
+{
+    double slope = (cost->ns_large - cost->ns_small) / (cost->bytes_large - cost->bytes_small);
+    double ns = cost->ns_small + slope * (bytes - cost->bytes_small);
+    return ns > cost->ns_small ? ns : cost->ns_small;
+}

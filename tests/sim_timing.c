@@ -1,0 +1,206 @@
+/* The simulated GPU keeps H100 time: copies, kernels, events and waits are priced by the
+ * calibrated model (sim/calibration.c), on virtual clocks. Runs in timing-only mode on an
+ * H100-shaped device, so that gigabytes cost no memory. */
+#include "sim/calibration.h"
+#include "tests/sim_testing.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <unistd.h>
+
+#define GIB ((size_t)1 << 30)
+#define MIB ((size_t)1 << 20)
+
+static const sim_calibration *cal = &sim_calibration_h100;
+static CUstream s1, s2;
+
+static double elapsed_ms(CUevent a, CUevent b)
+{
+    float ms;
+    CHECK_CU(cuEventSynchronize(b));
+    CHECK_CU(cuEventElapsedTime_v2(&ms, a, b));
+    return ms;
+}
+
+/* Whether measured is within 0.1 % (and 1 µs) of expected. */
+static bool close_to(double measured_ms, double expected_ms)
+{
+    double error = measured_ms > expected_ms ? measured_ms - expected_ms : expected_ms - measured_ms;
+    return error <= 0.001 * expected_ms + 0.001;
+}
+
+static void test_one_direction(CUdeviceptr dev, void *pinned)
+{
+    CUevent a, b;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&b, 0));
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s1));
+    CHECK_CU(cuEventRecord(b, s1));
+    double expected = (cal->copy_latency_ns + GIB / cal->pinned_h2d * 1e9) / 1e6;
+    double ms = elapsed_ms(a, b);
+    ok(close_to(ms, expected), "a 1 GiB pinned copy to the device takes 1 GiB / 55 GB/s: %.3f ms "
+       "(%.1f GB/s)", ms, GIB / ms / 1e6);
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuMemcpyDtoHAsync_v2(pinned, dev, GIB, s1));
+    CHECK_CU(cuEventRecord(b, s1));
+    ms = elapsed_ms(a, b);
+    ok(close_to(ms, expected), "and back: %.3f ms", ms);
+}
+
+/* Eight 128 MiB copies each way, queued on two streams in turn: while both directions are
+ * busy the link carries its measured bidirectional total. */
+static void test_both_directions(CUdeviceptr dev, void *pinned)
+{
+    CUevent a, done1, done2;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&done1, 0));
+    CHECK_CU(cuEventCreate(&done2, 0));
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    size_t chunk = 128 * MIB;
+    for (int i = 0; i < 8; i++) {
+        CHECK_CU(cuMemcpyHtoDAsync_v2(dev + i * chunk, (char *)pinned + i * chunk, chunk, s1));
+        CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB + i * chunk, dev + GIB + i * chunk, chunk, s2));
+    }
+    CHECK_CU(cuEventRecord(done1, s1));
+    CHECK_CU(cuEventRecord(done2, s2));
+    double ms1 = elapsed_ms(a, done1), ms2 = elapsed_ms(a, done2), ms = ms1 > ms2 ? ms1 : ms2;
+    double gbps = 2.0 * GIB / ms / 1e6;
+    ok(gbps > 0.95 * cal->pinned_bidirectional / 1e9 && gbps <= cal->pinned_bidirectional / 1e9,
+       "1 GiB each way at once moves %.1f GB/s in total (the link's bidirectional %.1f, less "
+       "the ends where one direction runs alone)", gbps, cal->pinned_bidirectional / 1e9);
+}
+
+static CUfunction scale;
+
+static void launch_scale(CUstream s, CUdeviceptr data, int n)
+{
+    float factor = 2;
+    void *params[] = {&data, &factor, &n};
+    CHECK_CU(cuLaunchKernel(scale, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+}
+
+/* How long a scale kernel over n elements at data runs: on an idle stream it starts once the
+ * host has paid for its launch. */
+static double kernel_ms(CUdeviceptr data, int n)
+{
+    CUevent a, b;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&b, 0));
+    CHECK_CU(cuEventRecord(a, s1));
+    launch_scale(s1, data, n);
+    CHECK_CU(cuEventRecord(b, s1));
+    double ms = elapsed_ms(a, b) - cal->launch_ns / 1e6;
+    CHECK_CU(cuEventDestroy_v2(a));
+    CHECK_CU(cuEventDestroy_v2(b));
+    return ms;
+}
+
+/* The test module's scale kernel moves 8 bytes and does one operation per element. */
+static void test_kernels(CUdeviceptr dev, CUdeviceptr host_located)
+{
+    int n = (int)(GIB / sizeof(float));
+    double device_ms = kernel_ms(dev, n);
+    ok(close_to(device_ms, 8.0 * n / (cal->hbm_bytes * cal->kernel_efficiency) * 1e3),
+       "a kernel moving 2 GiB of device memory takes its roofline time: %.3f ms", device_ms);
+    ok(close_to(kernel_ms(dev, n / 4), device_ms / 4), "a quarter of the work takes a quarter of the time");
+    ok(close_to(kernel_ms(dev, 1), cal->kernel_min_ns / 1e6), "a tiny kernel takes the shortest kernel's time");
+    double host_ms = kernel_ms(host_located, (int)(256 * MIB / sizeof(float)));
+    ok(close_to(host_ms, 2.0 * 256 * MIB / cal->zero_copy_bytes * 1e3),
+       "a kernel on host-located memory runs at the zero-copy rate: %.3f ms for 512 MiB moved", host_ms);
+    ok(host_ms > 10 * device_ms / 4, "which is over ten times slower than the same bytes in device memory");
+}
+
+static void test_ordering_and_waits(CUdeviceptr dev, void *pinned, void *pageable)
+{
+    CUevent a, copied, after;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&copied, 0));
+    CHECK_CU(cuEventCreate(&after, 0));
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s1));
+    CHECK_CU(cuEventRecord(copied, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, copied, 0));
+    launch_scale(s2, dev, 1);
+    CHECK_CU(cuEventRecord(after, s2));
+    double copy_ms = elapsed_ms(a, copied), kernel_end_ms = elapsed_ms(a, after);
+    ok(kernel_end_ms >= copy_ms + cal->kernel_min_ns / 1e6 - 0.001,
+       "a kernel on another stream waiting for the copy's event starts after it (%.3f ms >= %.3f ms)",
+       kernel_end_ms, copy_ms);
+
+    unsigned long long before = sim_host_ns();
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s1));
+    ok(sim_host_ns() - before < 10000, "an async pinned copy costs the host only its enqueue");
+    CHECK_CU(cuStreamSynchronize(s1));
+    CUdeviceptr scratch;
+    CHECK_CU(cuMemAlloc_v2(&scratch, MIB));
+    CHECK_CU(cuMemFree_v2(scratch));
+    ok(sim_host_ns() >= sim_device_done_ns(0), "cuMemFree waits for the device's queued work");
+
+    before = sim_host_ns();
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pageable, 256 * MIB, s1));
+    double waited_ms = (double)(sim_host_ns() - before) / 1e6;
+    ok(waited_ms >= 256 * MIB / cal->pageable_h2d * 1e3,
+       "an async copy from pageable memory blocks the host for its transfer at 7.5 GB/s (%.1f ms)",
+       waited_ms);
+
+    before = sim_host_ns();
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s1));
+    ok(cuStreamQuery(s1) == CUDA_ERROR_NOT_READY, "a stream with a copy still in virtual flight is not ready");
+    CHECK_CU(cuStreamSynchronize(s1));
+    ok(sim_host_ns() - before >= GIB / cal->pinned_h2d * 1e9, "cuStreamSynchronize moves the host to its end");
+}
+
+int main(void)
+{
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len < 0)
+        bail_out("readlink /proc/self/exe failed");
+    exe[len] = '\0';
+    char module_path[PATH_MAX + 32];
+    snprintf(module_path, sizeof module_path, "%s/sim_test_module.so", dirname(exe));
+
+    CHECK_CU(sim_set_device_preset("h100"));
+    sim_set_execution(SIM_TIMING_ONLY);
+    CHECK_CU(cuInit(0));
+    CUcontext ctx;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    CHECK_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CUmodule module;
+    CHECK_CU(cuModuleLoad(&module, module_path));
+    CHECK_CU(cuModuleGetFunction(&scale, module, "scale"));
+
+    CUdeviceptr dev;
+    void *pinned;
+    CHECK_CU(cuMemAlloc_v2(&dev, 2 * GIB));
+    CHECK_CU(cuMemHostAlloc(&pinned, 2 * GIB, 0));
+    void *pageable = malloc(256 * MIB);
+    if (!pageable)
+        bail_out("out of host memory");
+
+    /* Host-located VMM memory mapped into the device's address space. */
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0}};
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr host_located;
+    CHECK_CU(cuMemAddressReserve(&host_located, 256 * MIB, 0, 0, 0));
+    CHECK_CU(cuMemCreate(&handle, 256 * MIB, &prop, 0));
+    CHECK_CU(cuMemMap(host_located, 256 * MIB, 0, handle, 0));
+    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
+
+    plan(14);
+    test_one_direction(dev, pinned);
+    test_both_directions(dev, pinned);
+    test_kernels(dev, host_located);
+    test_ordering_and_waits(dev, pinned, pageable);
+    free(pageable);
+    return exit_status();
+}
