@@ -5,7 +5,7 @@ SIM_LIB := $(SIM_DIR)/libcuda.so.1
 
 SIM_SRC := $(addprefix sim/,control.c config.c memory.c streams.c events.c capture.c \
                     transfers.c kernels.c modules.c per_thread.c procaddress.c \
-                    timing.c calibration.c clock.c)
+                    timing.c calibration.c clock.c report.c)
 SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o)
 
 # One stub per entry point that cuda.h declares, named without version or stream suffix.

@@ -6,6 +6,7 @@
 
 #include <libgen.h>
 #include <limits.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define GIB ((size_t)1 << 30)
@@ -154,6 +155,39 @@ static void test_ordering_and_waits(CUdeviceptr dev, void *pinned, void *pageabl
     ok(sim_host_ns() - before >= GIB / cal->pinned_h2d * 1e9, "cuStreamSynchronize moves the host to its end");
 }
 
+/* A child that exits with LMS_SIM_REPORT set writes what the clocks read. */
+static void exit_with_report(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("LMS_SIM_REPORT", path, 1);
+        setenv("LMS_SIM_LOG", "/dev/null", 1);
+        exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+}
+
+static void test_report(void)
+{
+    char dir[] = "/tmp/sim_timing.XXXXXX", path[64];
+    if (!mkdtemp(dir))
+        bail_out("mkdtemp failed");
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    exit_with_report(path);
+    ok(file_mentions(path, "\"calibration\": \"h100-") && file_mentions(path, "\"h2d\": "),
+       "LMS_SIM_REPORT: the exiting process writes its clocks and engines' busy time");
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fputs("kept\n", f);
+        fclose(f);
+    }
+    exit_with_report(path);
+    ok(file_mentions(path, "kept"), "an existing report is never overwritten");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     char exe[PATH_MAX];
@@ -196,11 +230,12 @@ int main(void)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(14);
+    plan(16);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_kernels(dev, host_located);
     test_ordering_and_waits(dev, pinned, pageable);
     free(pageable);
+    test_report();
     return exit_status();
 }
