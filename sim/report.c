@@ -45,8 +45,11 @@ __attribute__((destructor)) static void write_report(void)
         return;
     }
     pthread_mutex_lock(&cd.lock);
-    fprintf(f, "{\"simulated\": true, \"calibration\": \"%s\", \"host_ns\": %llu, \"devices\": [",
-            sim_calibration_now()->version, (unsigned long long)cd_host_now());
+    const sim_calibration *cal = sim_calibration_now();
+    fprintf(f, "{\"simulated\": true, \"calibration\": \"%s\", \"link_gbps\": {\"h2d\": %.1f, "
+            "\"d2h\": %.1f, \"bidirectional\": %.1f}, \"host_ns\": %llu, \"devices\": [",
+            cal->version, cal->pinned_h2d / 1e9, cal->pinned_d2h / 1e9, cal->pinned_bidirectional / 1e9,
+            (unsigned long long)cd_host_now());
     for (int d = 0; d < cd.device_count; d++) {
         const sim_timeline *t = &cd.devices[d].timeline;
         fprintf(f, "%s{\"done_ns\": %llu, \"busy_ns\": {\"compute\": %llu, \"h2d\": %llu, \"d2h\": %llu}}",

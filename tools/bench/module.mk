@@ -12,3 +12,8 @@ $(BENCH_DIR)/lms-bench: tools/bench/lms-bench
 BENCH_PROGRAMS := $(BENCH_DIR)/launch_cost $(BENCH_DIR)/pinned_bandwidth
 ALL_TARGETS += $(BENCH_PROGRAMS)
 BENCHES += $(BENCH_DIR)/lms-bench
+
+# make bench-sim: the same experiments on the simulated H100, and the real CPU cost of the hooks.
+$(BENCH_DIR)/hook_cost: $(BUILD)/tools/bench/hook_cost.o
+	$(CC) $(LDFLAGS) -o $@ $< -ldl
+ALL_TARGETS += $(BENCH_DIR)/hook_cost
