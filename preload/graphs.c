@@ -11,6 +11,7 @@ typedef struct use_set {
     const void *key;
     uint64_t *addrs;
     size_t count, cap;
+    int uses_any;
     UT_hash_handle hh;
 } use_set;
 
@@ -69,10 +70,12 @@ int lms_graph_capturing(CUstream stream)
            status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void lms_graph_captured(CUstream stream, const uint64_t *addrs, size_t count)
+void lms_graph_captured(CUstream stream, const uint64_t *addrs, size_t count, int uses_any)
 {
     pthread_mutex_lock(&sets_lock);
     use_set *set = find_or_add(stream);
+    if (set)
+        set->uses_any |= uses_any;
     for (size_t i = 0; set && i < count; i++)
         add(set, addrs[i]);
     pthread_mutex_unlock(&sets_lock);
@@ -83,6 +86,8 @@ static void pass_on(const void *from, const void *to, int keep_from)
 {
     pthread_mutex_lock(&sets_lock);
     use_set *src = find(from), *dst = src ? find_or_add(to) : NULL;
+    if (dst)
+        dst->uses_any |= src->uses_any;
     for (size_t i = 0; dst && i < src->count; i++)
         add(dst, src->addrs[i]);
     if (src && !keep_from)
@@ -94,13 +99,15 @@ void lms_graph_capture_ended(CUstream stream, CUgraph graph) { pass_on(stream, g
 
 void lms_graph_instantiated(CUgraph graph, CUgraphExec exec) { pass_on(graph, exec, 1); }
 
-void lms_graph_each_use(CUgraphExec exec, void (*fn)(void *ctx, uint64_t addr), void *ctx)
+int lms_graph_each_use(CUgraphExec exec, void (*fn)(void *ctx, uint64_t addr), void *ctx)
 {
     pthread_mutex_lock(&sets_lock);
     use_set *set = find(exec);
     for (size_t i = 0; set && i < set->count; i++)
         fn(ctx, set->addrs[i]);
+    int uses_any = set && set->uses_any;
     pthread_mutex_unlock(&sets_lock);
+    return uses_any;
 }
 
 void lms_graph_forget(const void *graph_or_exec)

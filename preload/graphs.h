@@ -12,12 +12,14 @@
 
 /* Whether work issued to stream now goes into a capture. */
 int lms_graph_capturing(CUstream stream);
-/* A captured call on stream used these allocations (their base addresses). */
-void lms_graph_captured(CUstream stream, const uint64_t *addrs, size_t count);
+/* A captured call on stream used these allocations (their base addresses); uses_any: it may
+ * use any allocation (a launch whose parameters could not be read). */
+void lms_graph_captured(CUstream stream, const uint64_t *addrs, size_t count, int uses_any);
 void lms_graph_capture_ended(CUstream stream, CUgraph graph);
 void lms_graph_instantiated(CUgraph graph, CUgraphExec exec);
-/* Calls fn(ctx, addr) for each allocation exec's launches use. */
-void lms_graph_each_use(CUgraphExec exec, void (*fn)(void *ctx, uint64_t addr), void *ctx);
+/* Calls fn(ctx, addr) for each allocation exec's launches use; returns whether they may use
+ * any allocation. */
+int lms_graph_each_use(CUgraphExec exec, void (*fn)(void *ctx, uint64_t addr), void *ctx);
 void lms_graph_forget(const void *graph_or_exec);
 /* Around fork (preload/fork.c): take and give back the lock of the use sets. */
 void lms_graphs_fork_lock(void);

@@ -67,7 +67,10 @@
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)        \
     LMS_HOOK_TWIN(X, cuGraphLaunch, _ptsz)                             \
     X(cuGraphExecDestroy, cuGraphExecDestroy)                          \
-    X(cuGraphDestroy, cuGraphDestroy)
+    X(cuGraphDestroy, cuGraphDestroy)                                  \
+    /* unloads: the kernel handles they free may come back */           \
+    X(cuModuleUnload, cuModuleUnload)                                  \
+    X(cuLibraryUnload, cuLibraryUnload)
 
 /* Driver functions liblms calls itself and does not intercept. */
 #define LMS_DRIVER_TABLE(X)                                                                 \
@@ -78,7 +81,8 @@
     X(cuStreamSynchronize) X(cuCtxSynchronize)               \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
     X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuKernelGetName) X(cuFuncGetName)       \
-    X(cuStreamIsCapturing)
+    X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGetDefaultMemPool)       \
+    X(cuDeviceGetMemPool)
 
 /* The per-thread variants, declared with the type of their prototype. */
 #define LMS_DECLARE_HOOK(symbol, prototype) LMS_EXPORT __typeof__(prototype) symbol;

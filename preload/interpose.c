@@ -36,7 +36,9 @@ static const hook_entry hooks[] = {
  * loader (or libcuda's constructors) on its behalf are not intercepted again. */
 static __thread int in_liblms;
 
-static void *(*real_dlsym)(void *, const char *);
+/* glibc's dlsym; the assembly entry below reads it. */
+typedef void *(*dlsym_fn)(void *, const char *);
+__attribute__((visibility("hidden"))) dlsym_fn lms_real_dlsym;
 static int passthrough = 1;
 static atomic_int initialized;
 
@@ -50,17 +52,18 @@ LMS_BEFORE_SANITIZERS static void *libc_dlsym(void *handle, const char *version)
 }
 
 /* Runs before a sanitizer runtime has set itself up (it calls dlsym first), so it is not
- * instrumented and keeps nothing on the stack. */
-LMS_BEFORE_SANITIZERS static void resolve_dlsym(void)
+ * instrumented and keeps nothing on the stack. Returns glibc's dlsym, or NULL. */
+LMS_BEFORE_SANITIZERS __attribute__((visibility("hidden"))) dlsym_fn lms_resolve_dlsym(void)
 {
-    if (!real_dlsym)
-        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_NEXT, "GLIBC_2.34");
-    if (!real_dlsym)
-        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_NEXT, "GLIBC_2.2.5");
-    if (!real_dlsym)
-        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_DEFAULT, "GLIBC_2.34");
-    if (!real_dlsym)
-        real_dlsym = (void *(*)(void *, const char *))libc_dlsym(RTLD_DEFAULT, "GLIBC_2.2.5");
+    if (!lms_real_dlsym)
+        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_NEXT, "GLIBC_2.34");
+    if (!lms_real_dlsym)
+        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_NEXT, "GLIBC_2.2.5");
+    if (!lms_real_dlsym)
+        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_DEFAULT, "GLIBC_2.34");
+    if (!lms_real_dlsym)
+        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_DEFAULT, "GLIBC_2.2.5");
+    return lms_real_dlsym;
 }
 
 /* LMS_TRACE and the dump signal; a trace that cannot be written ends the process, as a bad
@@ -89,7 +92,7 @@ static void open_trace(void)
 static void init_once(void)
 {
     in_liblms = 1;
-    resolve_dlsym();
+    lms_resolve_dlsym();
     lms_options_load();
     lms_options_dump();
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -100,12 +103,12 @@ static void init_once(void)
                 dlerror());
     } else {
         for (size_t i = 0; i < HOOK_COUNT; i++)
-            *hooks[i].real = real_dlsym(cuda, hooks[i].name);
-#define LMS_RESOLVE(symbol) lms_real.symbol = (__typeof__(lms_real.symbol))real_dlsym(cuda, #symbol);
+            *hooks[i].real = lms_real_dlsym(cuda, hooks[i].name);
+#define LMS_RESOLVE(symbol) lms_real.symbol = (__typeof__(lms_real.symbol))lms_real_dlsym(cuda, #symbol);
         LMS_DRIVER_TABLE(LMS_RESOLVE)
 #undef LMS_RESOLVE
         lms_real.get_proc_address_v1 =
-            (__typeof__(lms_real.get_proc_address_v1))real_dlsym(cuda, "cuGetProcAddress");
+            (__typeof__(lms_real.get_proc_address_v1))lms_real_dlsym(cuda, "cuGetProcAddress");
         passthrough = lms_opt.MODE.value == LMS_MODE_OFF;
         if (!passthrough) {
             open_trace();
@@ -143,18 +146,55 @@ void *lms_wrapper_for(void *real)
     return real;
 }
 
-LMS_EXPORT LMS_BEFORE_SANITIZERS void *dlsym(void *handle, const char *name)
+/* A lookup in a handle (libcuda's): the driver's function, or liblms's wrapper for it. */
+LMS_BEFORE_SANITIZERS __attribute__((visibility("hidden")))
+void *lms_dlsym_handle(void *handle, const char *name)
 {
-    resolve_dlsym();
-    if (!real_dlsym)
+    if (!lms_resolve_dlsym())
         return NULL;
-    void *found = real_dlsym(handle, name);
+    void *found = lms_real_dlsym(handle, name);
     /* Before liblms's constructor (sanitizer runtimes and the loader look symbols up that
      * early, before even thread-local storage works) nothing is intercepted yet. */
     if (!found || !atomic_load(&initialized) || in_liblms)
         return found;
     return lms_wrapper_for(found);
 }
+
+/* dlsym itself. glibc resolves RTLD_NEXT, and RTLD_DEFAULT in the caller's scope, relative to
+ * the object that called dlsym, which it finds from the return address: so those lookups
+ * jump to glibc's dlsym with the caller's return address in place, and find what they would
+ * without liblms (liblms's exported wrappers included, for objects before it in the search
+ * order). Lookups in a handle go to lms_dlsym_handle. */
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    endbr64\n"
+        "    cmpq $-1, %rdi\n"          /* RTLD_NEXT */
+        "    je 1f\n"
+        "    testq %rdi, %rdi\n"        /* RTLD_DEFAULT */
+        "    jne lms_dlsym_handle\n"
+        "1:  movq lms_real_dlsym(%rip), %rax\n"
+        "    testq %rax, %rax\n"
+        "    jnz 2f\n"
+        "    pushq %rdi\n"
+        "    pushq %rsi\n"
+        "    subq $8, %rsp\n"           /* the stack aligned for the call */
+        "    call lms_resolve_dlsym\n"
+        "    addq $8, %rsp\n"
+        "    popq %rsi\n"
+        "    popq %rdi\n"
+        "    testq %rax, %rax\n"
+        "    jz 3f\n"
+        "2:  jmp *%rax\n"
+        "3:  ret\n"
+        ".size dlsym, .-dlsym\n");
+#else
+/* Elsewhere RTLD_NEXT resolves relative to liblms: an interposer preloaded after it finds
+ * its own definition again. */
+LMS_EXPORT void *dlsym(void *handle, const char *name) { return lms_dlsym_handle(handle, name); }
+#endif
 
 LMS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status)

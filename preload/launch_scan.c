@@ -1,7 +1,9 @@
 /* Finding the allocations a launch references: every 8-byte-aligned word of its
  * parameters, laid out as cuKernelGetParamInfo (CUkernel handles: cudart, cuBLAS, cuDNN,
- * PyTorch) or cuFuncGetParamInfo (CUfunction handles) says, cached per handle; or the
- * packed `extra` buffer (cuBLASLt). */
+ * PyTorch) or cuFuncGetParamInfo (CUfunction handles) says, cached per handle until a module
+ * or library is unloaded; or the packed `extra` buffer (cuBLASLt). A layout is cached only
+ * once the driver has given all of it: a launch whose parameters cannot be read is marked as
+ * one that may use anything. */
 #include "preload/hooks.h"
 #include "preload/residency.h"
 
@@ -15,7 +17,7 @@ typedef struct param { size_t offset, size; } param;
 typedef struct param_layout {
     CUfunction f;
     const char *name; /* the kernel's, from the driver; "launch" when it has none */
-    size_t count;    /* 0 also when the driver knows no layout: nothing to scan */
+    size_t count;
     param *params;
     UT_hash_handle hh;
 } param_layout;
@@ -32,33 +34,65 @@ static CUresult param_info(CUfunction f, int as_kernel, size_t i, size_t *offset
                                        : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Reads the whole layout through one family of queries. The driver answers INVALID_VALUE
+ * for the index past the last parameter; any other error (INVALID_HANDLE from the other
+ * family, or a failure) leaves the layout unknown: returns 0 with nothing read. */
+static int read_layout(CUfunction f, int as_kernel, param_layout *layout)
+{
+    layout->count = 0;
+    size_t cap = 0, offset, size;
+    for (size_t i = 0;; i++) {
+        CUresult r = param_info(f, as_kernel, i, &offset, &size);
+        if (r == CUDA_ERROR_INVALID_VALUE)
+            return 1;
+        if (r != CUDA_SUCCESS)
+            break;
+        if (layout->count == cap) {
+            cap = cap ? cap * 2 : 8;
+            param *grown = realloc(layout->params, cap * sizeof *grown);
+            if (!grown)
+                break;
+            layout->params = grown;
+        }
+        layout->params[layout->count++] = (param){ offset, size };
+    }
+    layout->count = 0;
+    return 0;
+}
+
+/* The layout of f, learnt and cached; NULL when the driver does not give all of it. */
 static param_layout *learn_layout(CUfunction f)
 {
     param_layout *layout = calloc(1, sizeof *layout);
     if (!layout)
         return NULL;
     layout->f = f;
-    size_t offset, size;
-    int as_kernel = param_info(f, 1, 0, &offset, &size) == CUDA_SUCCESS;
+    /* "No parameters" may also be how one family refuses the other's handle: then the
+     * function family is asked too. */
+    int as_kernel = read_layout(f, 1, layout);
+    if (!(as_kernel && layout->count) && !read_layout(f, 0, layout) && !as_kernel) {
+        free(layout->params);
+        free(layout);
+        return NULL;
+    }
     layout->name = "launch";
     if (lms_real.cuKernelGetName && lms_real.cuKernelGetName(&layout->name, (CUkernel)f) != CUDA_SUCCESS &&
         lms_real.cuFuncGetName && lms_real.cuFuncGetName(&layout->name, f) != CUDA_SUCCESS)
         layout->name = "launch";
-    if (as_kernel || param_info(f, 0, 0, &offset, &size) == CUDA_SUCCESS) {
-        size_t cap = 0;
-        for (size_t i = 0; param_info(f, as_kernel, i, &offset, &size) == CUDA_SUCCESS; i++) {
-            if (layout->count == cap) {
-                cap = cap ? cap * 2 : 8;
-                param *grown = realloc(layout->params, cap * sizeof *grown);
-                if (!grown)
-                    break;
-                layout->params = grown;
-            }
-            layout->params[layout->count++] = (param){ offset, size };
-        }
-    }
     HASH_ADD_PTR(layouts, f, layout);
     return layout;
+}
+
+void lms_launch_scan_forget(void)
+{
+    pthread_mutex_lock(&layouts_lock);
+    param_layout *layout, *next;
+    HASH_ITER(hh, layouts, layout, next) {
+        HASH_DEL(layouts, layout);
+        free(layout->params);
+        free(layout);
+    }
+    pthread_mutex_unlock(&layouts_lock);
 }
 
 void lms_launch_scan_fork_lock(void) { pthread_mutex_lock(&layouts_lock); }
@@ -82,14 +116,14 @@ void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **ex
     HASH_FIND_PTR(layouts, &f, layout);
     if (!layout)
         layout = learn_layout(f);
-    pthread_mutex_unlock(&layouts_lock);
-    /* Layouts are never changed or freed once learnt: reading one needs no lock. */
     if (layout)
         call->what = layout->name;
+    for (size_t i = 0; params && layout && i < layout->count; i++)
+        if (params[i])
+            scan_words(call, params[i], layout->params[i].offset, layout->params[i].size);
+    pthread_mutex_unlock(&layouts_lock);
     if (params) {
-        for (size_t i = 0; layout && i < layout->count; i++)
-            if (params[i])
-                scan_words(call, params[i], layout->params[i].offset, layout->params[i].size);
+        call->uses_any = !layout;
         return;
     }
     const unsigned char *buffer = NULL;

@@ -26,11 +26,21 @@ SIM_DIR := $(BUILD)/sim
 LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
                   -L$(BUILD)/preload -llms -L$(SIM_DIR) -lcuda \
                   -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(SIM_DIR)) -lpthread
-LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork
+LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork \
+                 lms_launch_scan lms_frees lms_pools
 
 $(foreach t,$(LMS_SIM_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
     $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
+
+# The simulator's test modules, loaded one after the other into the same handles.
+$(BUILD)/tests/lms_launch_scan.t: $(BUILD)/tests/sim_test_module.so $(BUILD)/tests/sim_test_module_other.so
+
+# A second interposer, linked after liblms as if preloaded after it.
+$(BUILD)/tests/liblms_next.so: $(BUILD)/tests/lms_next.o
+	$(CC) -shared $(LDFLAGS) -o $@ $< -ldl
+$(BUILD)/tests/lms_interpose.t: $(BUILD)/tests/liblms_next.so
+$(BUILD)/tests/lms_interpose.t: LMS_TEST_LIBS += -L$(BUILD)/tests -llms_next -Wl,-rpath,$(abspath $(BUILD)/tests)
 
 # The output tests run this program on the simulator.
 $(BUILD)/tests/lms_workload: $(BUILD)/tests/lms_workload.o $(BUILD)/tests/tap.o \

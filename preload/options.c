@@ -162,7 +162,8 @@ void lms_options_load(void)
         char env[32];
         snprintf(env, sizeof env, "LMS_EXCLUDE_MB_%d", dev);
         const char *text = secure_getenv(env);
-        lms_opt.exclude_bytes[dev] = lms_opt.EXCLUDE_MB.value;
+        lms_opt.exclude_bytes[dev] =
+            lms_opt.EXCLUDE_MB.text ? lms_opt.EXCLUDE_MB.value : LMS_EXCLUDE_COMPUTED;
         if (text && !parse_size(text, 1ULL << 20, &lms_opt.exclude_bytes[dev]))
             bad_value(env, text,
                       "a whole number of MiB, or a number with a K, M or G suffix (e.g. 512, 64M, 2G)");

@@ -20,11 +20,14 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
 #define LMS_OPTION_TABLE(X)                                                                     \
     X(THRESHOLD_KB, SIZE, 1024, "1000", NULL,                                                  \
       "Allocations smaller than this (KiB) stay resident; larger ones are swappable")          \
-    X(EXCLUDE_MB, SIZE, 1048576, "0", NULL,                                                    \
+    X(EXCLUDE_MB, SIZE, 1048576, "", NULL,                                                     \
       "Device memory (MiB) left out of the cache on every device; `LMS_EXCLUDE_MB_<ordinal>` " \
-      "overrides it for one device")                                                           \
+      "overrides it for one device; default: what is not free when liblms first uses the "    \
+      "device (the context, other processes), plus a margin for the driver's later needs of "  \
+      "256 MiB (1/16 of the device's memory when that is less)")                              \
     X(HOST_LIMIT_MB, SIZE, 1048576, "", NULL,                                                  \
-      "Cap on pinned host backing (MiB); default: half of physical memory")                    \
+      "Cap on the pinned host backing in use, holding evicted allocations (MiB); default: "   \
+      "half of physical memory")                                                               \
     X(MODE, ENUM, 0, "swap", lms_mode_names,                                                   \
       "`swap`: cache device memory over host memory; `cap`: enforce the soft limit without "   \
       "swapping, as if the GPU had only that much memory; `off`: pure pass-through")           \
@@ -58,8 +61,11 @@ typedef struct lms_options {
 #define LMS_OPTION_FIELD(name, kind, unit, def, choices, doc) lms_option_value name;
     LMS_OPTION_TABLE(LMS_OPTION_FIELD)
 #undef LMS_OPTION_FIELD
-    uint64_t exclude_bytes[LMS_MAX_DEVICES]; /* EXCLUDE_MB with the per-device overrides */
+    uint64_t exclude_bytes[LMS_MAX_DEVICES]; /* EXCLUDE_MB with the per-device overrides, or
+                                                LMS_EXCLUDE_COMPUTED where neither is given */
 } lms_options;
+
+#define LMS_EXCLUDE_COMPUTED UINT64_MAX
 
 extern lms_options lms_opt;
 

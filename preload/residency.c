@@ -25,6 +25,10 @@ typedef struct plain_entry {
 } plain_entry;
 
 #define MAX_VICTIMS 64  /* evictions chosen per round */
+/* Without LMS_EXCLUDE_MB, device memory left to the driver beyond what is in use when liblms
+ * first sees the device (kernels' local memory, lazily loaded modules): 256 MiB, or 1/16 of a
+ * smaller device. The options table says so. */
+#define DRIVER_MARGIN_MAX ((size_t)256 << 20)
 /* A program that retries a failing allocation in a loop gets one dump per interval. */
 #define OOM_DUMP_INTERVAL_NS (2 * 1000000000ull)
 
@@ -36,12 +40,33 @@ static struct {
     plain_entry *plain;
     plain_entry *own_vmm;
     lms_block *pending;    /* freed, not yet released */
+    lms_uses any_uses;     /* launches that may use any allocation (uses_any) */
     lms_policy *policy;
     uint64_t step;
     uint64_t oom_dumped_ns;  /* when the last out-of-memory dump was written; 0: never */
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int swapping(void) { return lms_opt.MODE.value == LMS_MODE_SWAP; }
+
+/* liblms's own waits and queries are not the program's: while a stream captures a graph they
+ * must not count as the "potentially unsafe" calls that a thread's capture mode forbids, or
+ * they would invalidate the capture. So the calling thread works under the lock in relaxed
+ * mode; unlock gives it back the mode that lock returned. */
+static CUstreamCaptureMode lock(void)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (lms_real.cuThreadExchangeStreamCaptureMode)
+        lms_real.cuThreadExchangeStreamCaptureMode(&mode);
+    pthread_mutex_lock(&R.lock);
+    return mode;
+}
+
+static void unlock(CUstreamCaptureMode mode)
+{
+    pthread_mutex_unlock(&R.lock);
+    if (lms_real.cuThreadExchangeStreamCaptureMode)
+        lms_real.cuThreadExchangeStreamCaptureMode(&mode);
+}
 
 /* ---- the sorted table of swappable allocations ---- */
 
@@ -90,6 +115,20 @@ static void table_remove(lms_block *a)
 
 /* ---- devices ---- */
 
+/* Device memory less LMS_EXCLUDE_MB; by default, what the device has free now less the
+ * driver's margin. */
+static size_t soft_limit(int d, size_t total)
+{
+    uint64_t exclude = lms_opt.exclude_bytes[d];
+    if (exclude == LMS_EXCLUDE_COMPUTED) {
+        size_t free_now, total_now;
+        if (lms_real.cuMemGetInfo_v2(&free_now, &total_now) != CUDA_SUCCESS || free_now > total)
+            free_now = total;
+        exclude = total - free_now + (total / 16 < DRIVER_MARGIN_MAX ? total / 16 : DRIVER_MARGIN_MAX);
+    }
+    return total > exclude ? total - exclude : 0;
+}
+
 static CUresult current_device(int *device)
 {
     CUdevice d;
@@ -130,7 +169,7 @@ static CUresult current_device(int *device)
             return r;
     }
     ds->total = total;
-    ds->soft_limit = total > lms_opt.exclude_bytes[d] ? total - lms_opt.exclude_bytes[d] : 0;
+    ds->soft_limit = soft_limit(d, total);
     ds->granularity = granularity;
     ds->host_vmm = host_vmm;
     ds->ready = 1;
@@ -182,9 +221,9 @@ static void walk_live_locked(const char *reason)
 void lms_residency_walk_live(void *ctx, const char *reason)
 {
     (void)ctx;
-    pthread_mutex_lock(&R.lock);
+    CUstreamCaptureMode mode = lock();
     walk_live_locked(reason);
-    pthread_mutex_unlock(&R.lock);
+    unlock(mode);
 }
 
 static void counted_in(int d, size_t resident, size_t demanded)
@@ -236,11 +275,19 @@ static void release_spare(lms_device *ds)
 
 /* ---- eviction ---- */
 
+/* A launch whose parameters could not be read may use any allocation: no mapping changes
+ * before it has completed. */
+static void wait_for_unscanned_launches(void)
+{
+    lms_swap_uses_done(&R.any_uses, 1);
+}
+
 static CUresult evict(lms_block *a, const char *reason)
 {
     int d = a->device;
     lms_device *ds = &R.dev[d];
     uint64_t start = lms_stats_now();
+    wait_for_unscanned_launches();
     CUresult r = lms_swap_out(ds, a);
     if (r != CUDA_SUCCESS) {
         lms_log(LMS_LOG_SWAP, d, "evict failed: ptr=0x%llx error=%d", (unsigned long long)a->addr, r);
@@ -250,7 +297,7 @@ static CUresult evict(lms_block *a, const char *reason)
     keep_spare(ds, a->dev_handle, a->padded);
     lms_policy_evicted(R.policy, a->addr);
     uint64_t end = lms_stats_now();
-    lms_stats_evicted(reason, a->padded, end - start);
+    lms_stats_evicted(reason, a->size, end - start);
     lms_trace_evict(d, a->addr, a->padded, reason);
     lms_trace_swap(d, a->addr, a->size, LMS_SWAP_OUT, start, end, (uint64_t)(uintptr_t)ds->copy_stream);
     trace_counters(d);
@@ -263,7 +310,8 @@ static CUresult evict(lms_block *a, const char *reason)
 static void release(lms_block *a)
 {
     lms_device *ds = &R.dev[a->device];
-    lms_swap_release(ds, a);
+    wait_for_unscanned_launches();
+    lms_swap_release(a);
     if (a->resident) {
         ds->resident -= a->padded;
         keep_spare(ds, a->dev_handle, a->padded);
@@ -278,7 +326,9 @@ static size_t reap_pending(int d, int wait)
     size_t freed = 0;
     for (lms_block **p = &R.pending; *p;) {
         lms_block *a = *p;
-        if ((d < 0 || a->device == d) && lms_swap_uses_done(a, wait)) {
+        /* A call still in flight on another thread may hold it: a program's race, but
+         * liblms must not free what that call will touch. */
+        if ((d < 0 || a->device == d) && a->pins == 0 && lms_swap_uses_done(&a->uses, wait)) {
             *p = a->next_pending;
             freed += a->resident ? a->padded : 0;
             release(a);
@@ -291,6 +341,24 @@ static size_t reap_pending(int d, int wait)
 
 /* ---- making room ---- */
 
+/* Host backing for evicting a, made with the lock released: whoever called must look at the
+ * table afresh afterwards. */
+static CUresult make_backing(const lms_block *a)
+{
+    int d = a->device;
+    size_t bytes = a->padded;
+    lms_backing *unwanted;
+    CUresult r = lms_swap_backing_reserve(d, bytes, &unwanted);
+    if (r != CUDA_SUCCESS)
+        return r;
+    lms_backing *b;
+    pthread_mutex_unlock(&R.lock);
+    r = lms_swap_backing_create(&R.dev[d], d, bytes, unwanted, &b);
+    pthread_mutex_lock(&R.lock);
+    lms_swap_backing_add(bytes, b);
+    return r;
+}
+
 static int keep_victim(void *ctx, lms_alloc_id id)
 {
     lms_block *a = find_containing((CUdeviceptr)id);
@@ -299,7 +367,8 @@ static int keep_victim(void *ctx, lms_alloc_id id)
 
 /* Frees device memory until `bytes` more fit under the soft limit of device d: spare handles
  * first, then freed allocations once their last uses are done, then the policy's victims.
- * With reuse, a spare handle of exactly `bytes` is taken instead when there is one (*reused). */
+ * With reuse, a spare handle of exactly `bytes` is taken instead when there is one (*reused).
+ * It may release the lock while it makes host backing. */
 static CUresult make_room(int d, size_t bytes, const char *reason, CUmemGenericAllocationHandle *reuse,
                           int *reused)
 {
@@ -325,15 +394,20 @@ static CUresult make_room(int d, size_t bytes, const char *reason, CUmemGenericA
         if (n == 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         for (size_t i = 0; i < n; i++) {
-            CUresult r = evict(find_containing((CUdeviceptr)victims[i]), reason);
+            lms_block *a = find_containing((CUdeviceptr)victims[i]);
+            int backed = lms_swap_has_backing(d, a->padded);
+            CUresult r = backed ? evict(a, reason) : make_backing(a);
             if (r != CUDA_SUCCESS)
                 return r;
+            if (!backed)
+                break; /* the victims may have changed meanwhile: choose again */
         }
     }
 }
 
 /* Out of memory below the soft limit (other processes use the device too): evict one more
- * allocation. Returns 0 when nothing is left to evict. */
+ * allocation (making host backing for it may release the lock). Returns 0 when nothing is
+ * left to evict. */
 static int evict_for_retry(int d)
 {
     lms_device *ds = &R.dev[d];
@@ -345,10 +419,16 @@ static int evict_for_retry(int d)
         return 1;
     if (!swapping())
         return 0;
-    lms_alloc_id victim;
-    if (lms_policy_choose_victims(R.policy, 1, keep_victim, &d, &victim, 1) == 0)
-        return 0;
-    return evict(find_containing((CUdeviceptr)victim), "oom-retry") == CUDA_SUCCESS;
+    for (;;) {
+        lms_alloc_id victim;
+        if (lms_policy_choose_victims(R.policy, 1, keep_victim, &d, &victim, 1) == 0)
+            return 0;
+        lms_block *a = find_containing((CUdeviceptr)victim);
+        if (lms_swap_has_backing(d, a->padded))
+            return evict(a, "oom-retry") == CUDA_SUCCESS;
+        if (make_backing(a) != CUDA_SUCCESS) /* the lock was released: choose again */
+            return 0;
+    }
 }
 
 static CUresult create_device_handle(int d, size_t bytes, CUmemGenericAllocationHandle *h)
@@ -363,17 +443,26 @@ static CUresult create_device_handle(int d, size_t bytes, CUmemGenericAllocation
 }
 
 /* The restore copy is only queued: the calls that use a wait for it on their streams. The
- * trace shows the time it took to issue. */
-static CUresult restore(lms_block *a, int whole_write)
+ * trace shows the time it took to issue. *blind: restored without its bytes (whole_write),
+ * by this call; another may have restored a while making room released the lock. */
+static CUresult restore(lms_block *a, int whole_write, int *blind)
 {
     int d = a->device;
     lms_device *ds = &R.dev[d];
     uint64_t start = lms_stats_now();
     CUmemGenericAllocationHandle h;
     int reused = 0;
+    *blind = 0;
     CUresult r = make_room(d, a->padded, "demand", &h, &reused);
+    if (r == CUDA_SUCCESS && a->resident) {
+        if (reused)
+            keep_spare(ds, h, a->padded);
+        return CUDA_SUCCESS;
+    }
     if (r == CUDA_SUCCESS && !reused)
         r = create_device_handle(d, a->padded, &h);
+    if (r == CUDA_SUCCESS)
+        wait_for_unscanned_launches();
     if (r == CUDA_SUCCESS && (r = lms_swap_in(ds, a, h, whole_write)) != CUDA_SUCCESS)
         keep_spare(ds, h, a->padded);
     if (r != CUDA_SUCCESS) {
@@ -381,6 +470,7 @@ static CUresult restore(lms_block *a, int whole_write)
         return r;
     }
     ds->resident += a->padded;
+    *blind = whole_write;
     lms_policy_restored(R.policy, a->addr);
     uint64_t end = lms_stats_now();
     lms_stats_restored(whole_write ? 0 : a->size, end - start);
@@ -406,20 +496,37 @@ static CUresult out_of_memory(int d, size_t bytes)
 
 /* ---- allocation ---- */
 
-static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes)
+/* The driver's own allocation and free, as the program asked for them: stream-ordered (async)
+ * or not. */
+static CUresult real_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
+{
+    if (!async)
+        return lms_real.cuMemAlloc_v2(dptr, bytes);
+    return lms_real.cuMemAllocAsync ? lms_real.cuMemAllocAsync(dptr, bytes, stream)
+                                    : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult real_free(CUdeviceptr dptr, CUstream stream, int async)
+{
+    if (!async)
+        return lms_real.cuMemFree_v2(dptr);
+    return lms_real.cuMemFreeAsync ? lms_real.cuMemFreeAsync(dptr, stream) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
 {
     CUresult r = make_room(d, bytes, "limit", NULL, NULL);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return out_of_memory(d, bytes);
     if (r != CUDA_SUCCESS)
         return r;
-    while ((r = lms_real.cuMemAlloc_v2(dptr, bytes)) == CUDA_ERROR_OUT_OF_MEMORY && evict_for_retry(d))
+    while ((r = real_alloc(dptr, bytes, stream, async)) == CUDA_ERROR_OUT_OF_MEMORY && evict_for_retry(d))
         ;
     if (r != CUDA_SUCCESS)
         return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, bytes) : r;
     plain_entry *e = calloc(1, sizeof *e);
     if (!e) {
-        lms_real.cuMemFree_v2(*dptr);
+        real_free(*dptr, stream, async);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *e = (plain_entry){ .key = *dptr, .bytes = bytes, .device = d, .created_ns = lms_stats_now() };
@@ -465,26 +572,65 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
     return CUDA_SUCCESS;
 }
 
-CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes)
+CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
 {
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0)
         return lms_real.cuMemAlloc_v2(dptr, bytes);
-    pthread_mutex_lock(&R.lock);
+    CUstreamCaptureMode mode = lock();
     int d;
     CUresult r = current_device(&d);
     if (r == CUDA_SUCCESS) {
         if (swapping() && bytes >= lms_opt.THRESHOLD_KB.value)
             r = alloc_swappable(d, dptr, bytes);
         else
-            r = alloc_plain(d, dptr, bytes);
+            r = alloc_plain(d, dptr, bytes, stream, async);
         if (r == CUDA_SUCCESS) {
             lms_stats_alloc();
             log_figures(LMS_LOG_ALLOC, d, "allocate", *dptr, bytes);
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock(mode);
+    return r;
+}
+
+/* A freed swappable allocation is released once its last uses are done. */
+static void forget(lms_block *a, CUstream stream, int async)
+{
+    if (async)
+        lms_swap_record_use(&a->uses, stream);
+    table_remove(a);
+    lms_policy_freed(R.policy, a->addr);
+    lms_device *ds = &R.dev[a->device];
+    ds->demanded -= a->size;
+    ds->live--;
+    log_figures(LMS_LOG_ALLOC, a->device, "free", a->addr, a->size);
+    lms_trace_free(a->device, a->addr, a->size);
+    trace_counters(a->device);
+    a->next_pending = R.pending;
+    R.pending = a;
+}
+
+/* A small allocation goes back to the driver as the program asked, outside the lock:
+ * cuMemFree waits for the whole device. Until the driver has it, it still counts. */
+static CUresult free_plain(plain_entry *e, CUstream stream, int async)
+{
+    CUresult r = real_free(e->key, stream, async);
+    CUstreamCaptureMode mode = lock();
+    if (r == CUDA_SUCCESS) {
+        lms_device *ds = &R.dev[e->device];
+        ds->resident -= e->bytes;
+        ds->demanded -= e->bytes;
+        ds->live--;
+        log_figures(LMS_LOG_ALLOC, e->device, "free", e->key, e->bytes);
+        lms_trace_free(e->device, e->key, e->bytes);
+        trace_counters(e->device);
+        free(e);
+    } else {
+        HASH_ADD(hh, R.plain, key, sizeof e->key, e);
+    }
+    unlock(mode);
     return r;
 }
 
@@ -492,45 +638,28 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
 {
     if (!dptr)
         return CUDA_SUCCESS; /* freeing NULL does nothing */
-    pthread_mutex_lock(&R.lock);
-    CUresult r = CUDA_SUCCESS;
+    CUstreamCaptureMode mode = lock();
     lms_block *a = find_containing(dptr);
+    int swappable = a && a->addr == dptr;
     plain_entry *e;
     HASH_FIND(hh, R.plain, &dptr, sizeof dptr, e);
-    if (a && a->addr == dptr) {
-        if (async)
-            lms_swap_record_use(a, stream);
-        table_remove(a);
-        lms_policy_freed(R.policy, a->addr);
-        lms_device *ds = &R.dev[a->device];
-        ds->demanded -= a->size;
-        ds->live--;
-        log_figures(LMS_LOG_ALLOC, a->device, "free", a->addr, a->size);
-        lms_trace_free(a->device, a->addr, a->size);
-        trace_counters(a->device);
-        a->next_pending = R.pending;
-        R.pending = a;
-        reap_pending(-1, 0);
-    } else if (e) {
-        r = lms_real.cuMemFree_v2(dptr); /* it came from cuMemAlloc; this waits as the free must */
-        if (r == CUDA_SUCCESS) {
-            lms_device *ds = &R.dev[e->device];
-            ds->resident -= e->bytes;
-            ds->demanded -= e->bytes;
-            ds->live--;
-            log_figures(LMS_LOG_ALLOC, e->device, "free", dptr, e->bytes);
-            lms_trace_free(e->device, dptr, e->bytes);
-            trace_counters(e->device);
-            HASH_DEL(R.plain, e);
-            free(e);
-        }
-    } else if (a) {
-        r = CUDA_ERROR_INVALID_VALUE; /* inside an allocation, not its start */
-    } else {
-        r = !async ? lms_real.cuMemFree_v2(dptr)
-            : lms_real.cuMemFreeAsync ? lms_real.cuMemFreeAsync(dptr, stream) : CUDA_ERROR_NOT_SUPPORTED;
-    }
-    pthread_mutex_unlock(&R.lock);
+    if (e)
+        HASH_DEL(R.plain, e); /* this call frees it: no other may */
+    else if (swappable)
+        forget(a, stream, async);
+    unlock(mode);
+    if (e)
+        return free_plain(e, stream, async);
+    if (a && !swappable)
+        return CUDA_ERROR_INVALID_VALUE; /* inside an allocation, not its start */
+    if (!swappable)
+        return real_free(dptr, stream, async);
+    /* As the driver's cuMemFree does, wait for the whole device: programs rely on it, to
+     * read zero-copy results say. Then the allocation's last uses are done. */
+    CUresult r = async ? CUDA_SUCCESS : lms_real.cuCtxSynchronize();
+    mode = lock();
+    reap_pending(-1, 0);
+    unlock(mode);
     return r;
 }
 
@@ -538,7 +667,7 @@ CUresult lms_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
     if (!free_bytes || !total_bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&R.lock);
+    CUstreamCaptureMode mode = lock();
     int d;
     CUresult r = current_device(&d);
     if (r == CUDA_SUCCESS) {
@@ -549,7 +678,7 @@ CUresult lms_mem_get_info(size_t *free_bytes, size_t *total_bytes)
         *total_bytes = total;
         *free_bytes = total > used ? total - used : 0;
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock(mode);
     return r;
 }
 
@@ -560,7 +689,7 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
         prop->location.id < 0 || prop->location.id >= LMS_MAX_DEVICES)
         return lms_real.cuMemCreate(handle, size, prop, flags);
     int d = prop->location.id;
-    pthread_mutex_lock(&R.lock);
+    CUstreamCaptureMode mode = lock();
     CUresult r = CUDA_SUCCESS;
     if (!R.dev[d].ready) {
         int current;
@@ -585,13 +714,13 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
         HASH_ADD(hh, R.own_vmm, key, sizeof e->key, e);
         counted_in(d, size, size);
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock(mode);
     return r;
 }
 
 CUresult lms_vmm_release(CUmemGenericAllocationHandle handle)
 {
-    pthread_mutex_lock(&R.lock);
+    CUstreamCaptureMode mode = lock();
     CUresult r = lms_real.cuMemRelease(handle);
     plain_entry *e;
     HASH_FIND(hh, R.own_vmm, &handle, sizeof handle, e);
@@ -603,16 +732,28 @@ CUresult lms_vmm_release(CUmemGenericAllocationHandle handle)
         HASH_DEL(R.own_vmm, e);
         free(e);
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock(mode);
     return r;
 }
 
 /* ---- calls ---- */
 
+int lms_call_make_room(void)
+{
+    if (!swapping())
+        return 0;
+    CUstreamCaptureMode mode = lock();
+    int d;
+    int freed = current_device(&d) == CUDA_SUCCESS && evict_for_retry(d);
+    unlock(mode);
+    return freed;
+}
+
 void lms_call_init(lms_call *call, CUstream stream, const char *what)
 {
     call->stream = stream;
     call->capturing = 0;
+    call->uses_any = 0;
     call->what = what;
     call->ref_count = call->held_count = 0;
     call->ref_cap = call->held_cap = LMS_CALL_INLINE;
@@ -652,21 +793,23 @@ static void hold(lms_call *call, lms_block *a, int whole_write)
     if (call->held_count == call->held_cap &&
         !grow((void **)&call->held, call->inline_held, &call->held_cap, sizeof *call->held))
         return;
-    call->held[call->held_count++] = (lms_held){ a, whole_write };
+    call->held[call->held_count++] = (lms_held){ a, whole_write, 0 };
     a->pins++;
 }
 
 CUresult lms_call_begin(lms_call *call)
 {
-    if (!swapping() || call->ref_count == 0)
+    if (!swapping() || (call->ref_count == 0 && !call->uses_any))
         return CUDA_SUCCESS;
     call->capturing = lms_graph_capturing(call->stream);
-    pthread_mutex_lock(&R.lock);
+    CUstreamCaptureMode mode = lock();
     for (size_t i = 0; i < call->ref_count; i++) {
         const lms_ref *ref = &call->refs[i];
         lms_block *a = find_containing(ref->addr);
+        /* A captured call writes only when its graph runs: until then the bytes must stay. */
         if (a)
-            hold(call, a, ref->whole_write && ref->addr == a->addr && ref->bytes >= a->size);
+            hold(call, a, ref->whole_write && !call->capturing && ref->addr == a->addr &&
+                              ref->bytes >= a->size);
         /* A range reaching past the allocation that holds its start touches later ones. */
         if (ref->bytes > 1)
             for (size_t j = upper_bound(ref->addr);
@@ -682,7 +825,7 @@ CUresult lms_call_begin(lms_call *call)
         if (a->resident)
             continue;
         stalled = 1;
-        r = restore(a, call->held[i].whole_write);
+        r = restore(a, call->held[i].whole_write, &call->held[i].restored_blind);
         if (r == CUDA_ERROR_OUT_OF_MEMORY)
             r = out_of_memory(a->device, a->padded);
     }
@@ -701,26 +844,32 @@ CUresult lms_call_begin(lms_call *call)
             addrs[i] = call->held[i].alloc->addr;
     }
     if (addrs && call->capturing)
-        lms_graph_captured(call->stream, addrs, call->held_count);
+        lms_graph_captured(call->stream, addrs, call->held_count, call->uses_any);
     else if (addrs)
         lms_trace_launch_uses(call->what, (uint64_t)(uintptr_t)call->stream, step, addrs,
                               call->held_count);
     if (addrs != inline_addrs)
         free(addrs);
-    pthread_mutex_unlock(&R.lock);
+    unlock(mode);
     return r;
 }
 
-void lms_call_end(lms_call *call)
+void lms_call_end(lms_call *call, CUresult result)
 {
-    if (call->held_count) {
-        pthread_mutex_lock(&R.lock);
+    if (call->held_count || call->uses_any) {
+        CUstreamCaptureMode mode = lock();
+        /* Captured work runs at cuGraphLaunch, which records its uses then. */
         for (size_t i = 0; i < call->held_count; i++) {
-            if (!call->capturing) /* captured work runs at cuGraphLaunch, which records then */
-                lms_swap_record_use(call->held[i].alloc, call->stream);
-            call->held[i].alloc->pins--;
+            lms_block *a = call->held[i].alloc;
+            if (call->held[i].restored_blind)
+                lms_swap_settle(&R.dev[a->device], a, result == CUDA_SUCCESS);
+            if (!call->capturing)
+                lms_swap_record_use(&a->uses, call->stream);
+            a->pins--;
         }
-        pthread_mutex_unlock(&R.lock);
+        if (call->uses_any && !call->capturing)
+            lms_swap_record_use(&R.any_uses, call->stream);
+        unlock(mode);
     }
     if (call->refs != call->inline_refs)
         free(call->refs);

@@ -19,8 +19,11 @@ void lms_residency_walk_live(void *ctx, const char *reason);
 void lms_residency_fork_lock(void);
 void lms_residency_fork_unlock(void);
 
-CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes);
-/* stream: the stream of cuMemFreeAsync (its queued work may still use the memory), or NULL. */
+/* async: cuMemAllocAsync or cuMemFreeAsync on stream, else cuMemAlloc or cuMemFree. A small
+ * allocation is the driver's own, allocated and freed as the program asks; a swappable one is
+ * usable at once, and freed once the work queued so far (on stream, or on the whole device
+ * for cuMemFree, which waits for it as the driver's does) is done. */
+CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream, int async);
 CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async);
 CUresult lms_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 /* The program's own cuMemCreate/cuMemRelease, counted in the budget. */
@@ -40,12 +43,14 @@ typedef struct lms_ref {
 typedef struct lms_held {
     lms_block *alloc;
     int whole_write;      /* every reference to it overwrites all of it: nothing to restore */
+    int restored_blind;   /* restored without its bytes, for the call to overwrite */
 } lms_held;
 
 #define LMS_CALL_INLINE 32
 typedef struct lms_call {
     CUstream stream;      /* where the call runs: its last-use events go there */
     int capturing;        /* the stream captures into a graph: uses go to the graph instead */
+    int uses_any;         /* a launch whose parameters could not be read: it may use anything */
     const char *what;     /* the kernel's name, "memcpy" or "memset": for the trace */
     size_t ref_count, ref_cap;
     lms_ref *refs;        /* ranges and scanned words; inline_refs until it grows */
@@ -58,14 +63,24 @@ typedef struct lms_call {
 void lms_call_init(lms_call *call, CUstream stream, const char *what);
 /* Any value may be given: words that point nowhere are ignored. */
 void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_write);
-/* Makes every referenced allocation resident and pins it until lms_call_end. On failure
+/* Makes every referenced allocation resident and pins it until lms_call_end; a call that
+ * uses_any holds off every unmap until it has completed. On failure
  * (CUDA_ERROR_OUT_OF_MEMORY when nothing evictable is left) the call must not be issued;
  * lms_call_end still has to be called. */
 CUresult lms_call_begin(lms_call *call);
-void lms_call_end(lms_call *call);
+/* The driver answered the call CUDA_ERROR_OUT_OF_MEMORY (it needs memory of its own, below
+ * the soft limit): frees some device memory, as for an allocation. Returns 0 when nothing is
+ * left to free; else the call may be issued again. */
+int lms_call_make_room(void);
+/* result: the call's, or lms_call_begin's failure; unless it is CUDA_SUCCESS the call is
+ * taken as not issued, and what it was to overwrite gets its bytes back. */
+void lms_call_end(lms_call *call, CUresult result);
 
 /* Adds the words of a launch's parameters to the call (launch_scan.c). */
 void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **extra);
+/* Forgets every parameter layout learnt: after a module or library is unloaded, its kernel
+ * handles may come back naming other kernels. */
+void lms_launch_scan_forget(void);
 /* Around fork (preload/fork.c): take and give back the lock of the parameter layouts. */
 void lms_launch_scan_fork_lock(void);
 void lms_launch_scan_fork_unlock(void);

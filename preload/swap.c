@@ -9,15 +9,20 @@
 
 struct lms_backing {
     size_t bytes;
+    int device;                          /* whose copy stream reads and writes it */
+    CUstream copy_stream;
     CUmemGenericAllocationHandle handle; /* host VMM */
     CUdeviceptr stage;                   /* host VMM: its own mapping, for copies */
     void *pinned;                        /* without host VMM */
-    lms_backing *next;                   /* in the device's pool */
+    lms_backing *next;                   /* in the pool */
 };
 
-static size_t host_bytes;
+/* Free backing of every device, and the bytes of backing that hold evicted allocations, that
+ * are pooled, and that are being made (lms_swap_backing_reserve to lms_swap_backing_add). */
+static lms_backing *pool;
+static size_t in_use, pooled, coming;
 
-size_t lms_swap_host_bytes(void) { return host_bytes; }
+size_t lms_swap_host_bytes(void) { return in_use + pooled; }
 
 CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHandle handle, int device)
 {
@@ -31,7 +36,37 @@ CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHand
     return r;
 }
 
-/* ---- host backing: a pool per device, recycled by size ---- */
+/* ---- host backing: one pool, recycled by size and device, trimmed to LMS_HOST_LIMIT_MB ---- */
+
+int lms_swap_has_backing(int device, size_t bytes)
+{
+    for (const lms_backing *b = pool; b; b = b->next)
+        if (b->bytes == bytes && b->device == device)
+            return 1;
+    return 0;
+}
+
+CUresult lms_swap_backing_reserve(int device, size_t bytes, lms_backing **unwanted)
+{
+    size_t limit = lms_opt.HOST_LIMIT_MB.value;
+    if (in_use + coming + bytes > limit) {
+        lms_log(LMS_LOG_ERROR, device,
+                "out of memory: host backing in use would grow to %zu bytes, past LMS_HOST_LIMIT_MB "
+                "(%zu bytes)",
+                in_use + coming + bytes, limit);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *unwanted = NULL;
+    while (in_use + pooled + coming + bytes > limit) {
+        lms_backing *b = pool;
+        pool = b->next;
+        pooled -= b->bytes;
+        b->next = *unwanted;
+        *unwanted = b;
+    }
+    coming += bytes;
+    return CUDA_SUCCESS;
+}
 
 static CUresult create_backing(lms_device *dev, int d, lms_backing *b)
 {
@@ -53,56 +88,90 @@ static CUresult create_backing(lms_device *dev, int d, lms_backing *b)
     return r;
 }
 
-static CUresult backing_get(lms_device *dev, int d, size_t bytes, lms_backing **out)
+/* A restore may still read it on its copy stream: the memory goes only after that. */
+static void release_backing(lms_backing *b)
 {
-    for (lms_backing **p = &dev->pool; *p; p = &(*p)->next)
-        if ((*p)->bytes == bytes) {
-            *out = *p;
-            *p = (*p)->next;
-            return CUDA_SUCCESS;
-        }
-    if (host_bytes + bytes > lms_opt.HOST_LIMIT_MB.value) {
-        lms_log(LMS_LOG_ERROR, d,
-                "out of memory: host backing would grow to %zu bytes, past LMS_HOST_LIMIT_MB (%llu bytes)",
-                host_bytes + bytes, (unsigned long long)lms_opt.HOST_LIMIT_MB.value);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (lms_real.cuStreamSynchronize(b->copy_stream) != CUDA_SUCCESS)
+        lms_real.cuCtxSynchronize();
+    if (b->pinned) {
+        lms_real.cuMemFreeHost(b->pinned);
+    } else {
+        lms_real.cuMemUnmap(b->stage, b->bytes);
+        lms_real.cuMemAddressFree(b->stage, b->bytes);
+        lms_real.cuMemRelease(b->handle);
+    }
+    free(b);
+}
+
+CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_backing *unwanted,
+                                 lms_backing **out)
+{
+    while (unwanted) {
+        lms_backing *next = unwanted->next;
+        release_backing(unwanted);
+        unwanted = next;
     }
     lms_backing *b = calloc(1, sizeof *b);
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    b->bytes = bytes;
-    CUresult r = create_backing(dev, d, b);
+    *b = (lms_backing){ .bytes = bytes, .device = device, .copy_stream = dev->copy_stream };
+    CUresult r = create_backing(dev, device, b);
     if (r != CUDA_SUCCESS) {
         free(b);
-        return r;
+        b = NULL;
     }
-    host_bytes += bytes;
-    lms_stats_host(host_bytes);
     *out = b;
-    return CUDA_SUCCESS;
+    return r;
+}
+
+void lms_swap_backing_add(size_t bytes, lms_backing *b)
+{
+    coming -= bytes;
+    if (b) {
+        b->next = pool;
+        pool = b;
+        pooled += bytes;
+        lms_stats_host(in_use + pooled);
+    }
+}
+
+/* Takes a piece of the pool for an eviction. */
+static lms_backing *backing_take(int device, size_t bytes)
+{
+    for (lms_backing **p = &pool; *p; p = &(*p)->next)
+        if ((*p)->bytes == bytes && (*p)->device == device) {
+            lms_backing *b = *p;
+            *p = b->next;
+            pooled -= bytes;
+            in_use += bytes;
+            return b;
+        }
+    return NULL;
 }
 
 /* Back to the pool. A copy that still reads it runs on the copy stream, before any copy
  * that a later eviction puts into it. */
-static void backing_put(lms_device *dev, lms_backing *b)
+static void backing_put(lms_backing *b)
 {
-    b->next = dev->pool;
-    dev->pool = b;
+    b->next = pool;
+    pool = b;
+    in_use -= b->bytes;
+    pooled += b->bytes;
 }
 
 /* ---- last uses ---- */
 
-void lms_swap_record_use(lms_block *a, CUstream stream)
+void lms_swap_record_use(lms_uses *uses, CUstream stream)
 {
     lms_last_use *slot = NULL;
     for (int i = 0; i < LMS_MAX_USES && !slot; i++)
-        if (a->uses[i].active && a->uses[i].stream == stream)
-            slot = &a->uses[i];
+        if (uses->slot[i].active && uses->slot[i].stream == stream)
+            slot = &uses->slot[i];
     for (int i = 0; i < LMS_MAX_USES && !slot; i++)
-        if (!a->uses[i].active || lms_real.cuEventQuery(a->uses[i].event) == CUDA_SUCCESS)
-            slot = &a->uses[i];
+        if (!uses->slot[i].active || lms_real.cuEventQuery(uses->slot[i].event) == CUDA_SUCCESS)
+            slot = &uses->slot[i];
     if (!slot) { /* every slot busy on another stream: wait for the first */
-        slot = &a->uses[0];
+        slot = &uses->slot[0];
         lms_real.cuEventSynchronize(slot->event);
     }
     if (!slot->event && lms_real.cuEventCreate(&slot->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
@@ -119,16 +188,16 @@ void lms_swap_record_use(lms_block *a, CUstream stream)
         lms_real.cuCtxSynchronize();
 }
 
-int lms_swap_uses_done(lms_block *a, int wait)
+int lms_swap_uses_done(lms_uses *uses, int wait)
 {
     for (int i = 0; i < LMS_MAX_USES; i++) {
-        if (!a->uses[i].active)
+        lms_last_use *use = &uses->slot[i];
+        if (!use->active)
             continue;
-        CUresult r = wait ? lms_real.cuEventSynchronize(a->uses[i].event)
-                          : lms_real.cuEventQuery(a->uses[i].event);
+        CUresult r = wait ? lms_real.cuEventSynchronize(use->event) : lms_real.cuEventQuery(use->event);
         if (r == CUDA_ERROR_NOT_READY)
             return 0;
-        a->uses[i].active = 0; /* done, or failed: an error there is the program's to see */
+        use->active = 0; /* done, or failed: an error there is the program's to see */
     }
     return 1;
 }
@@ -186,14 +255,14 @@ void lms_swap_wait_restored(lms_block *a, CUstream stream, int capturing)
 
 CUresult lms_swap_out(lms_device *dev, lms_block *a)
 {
-    lms_backing *b;
-    CUresult r = backing_get(dev, a->device, a->padded, &b);
-    if (r != CUDA_SUCCESS)
-        return r;
+    lms_backing *b = backing_take(a->device, a->padded);
+    if (!b)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
     /* The copy waits, on the copy stream, for the last use on every stream. */
     for (int i = 0; i < LMS_MAX_USES && r == CUDA_SUCCESS; i++)
-        if (a->uses[i].active)
-            r = lms_real.cuStreamWaitEvent(dev->copy_stream, a->uses[i].event, 0);
+        if (a->uses.slot[i].active)
+            r = lms_real.cuStreamWaitEvent(dev->copy_stream, a->uses.slot[i].event, 0);
     if (r == CUDA_SUCCESS) {
         uint64_t range = lms_trace_range_begin(LMS_SWAP_OUT, a->size);
         r = copy_and_wait(dev, b->stage, b->pinned, a->addr, a->size);
@@ -208,11 +277,11 @@ CUresult lms_swap_out(lms_device *dev, lms_block *a)
         lms_log(LMS_LOG_ERROR, a->device, "cannot remap 0x%llx after a failed eviction",
                 (unsigned long long)a->addr);
     if (r != CUDA_SUCCESS) {
-        backing_put(dev, b);
+        backing_put(b);
         return r;
     }
     for (int i = 0; i < LMS_MAX_USES; i++)
-        a->uses[i].active = 0;
+        a->uses.slot[i].active = 0;
     a->back = b;
     a->resident = 0;
     return CUDA_SUCCESS;
@@ -243,22 +312,34 @@ CUresult lms_swap_in(lms_device *dev, lms_block *a, CUmemGenericAllocationHandle
     }
     if (r != CUDA_SUCCESS)
         return r;
-    backing_put(dev, a->back);
-    a->back = NULL;
+    if (!whole_write) {
+        backing_put(a->back);
+        a->back = NULL;
+    }
     a->dev_handle = h;
     a->resident = 1;
     return CUDA_SUCCESS;
 }
 
-void lms_swap_release(lms_device *dev, lms_block *a)
+void lms_swap_settle(lms_device *dev, lms_block *a, int issued)
+{
+    if (!issued && copy_in(dev, a) != CUDA_SUCCESS)
+        lms_log(LMS_LOG_ERROR, a->device,
+                "cannot copy back 0x%llx after a call that was not issued: its bytes are lost",
+                (unsigned long long)a->addr);
+    backing_put(a->back);
+    a->back = NULL;
+}
+
+void lms_swap_release(lms_block *a)
 {
     lms_real.cuMemUnmap(a->addr, a->padded);
-    if (!a->resident)
-        backing_put(dev, a->back);
+    if (a->back)
+        backing_put(a->back);
     lms_real.cuMemAddressFree(a->addr, a->padded);
     if (a->restored)
         lms_real.cuEventDestroy_v2(a->restored);
     for (int i = 0; i < LMS_MAX_USES; i++)
-        if (a->uses[i].event)
-            lms_real.cuEventDestroy_v2(a->uses[i].event);
+        if (a->uses.slot[i].event)
+            lms_real.cuEventDestroy_v2(a->uses.slot[i].event);
 }

@@ -1,7 +1,7 @@
 /* Moving one swappable allocation's bytes between its device handle and its host backing,
  * at its fixed address, and knowing when queued work last used it. Only the mechanics: the
  * residency manager decides what moves, keeps the books, and holds its lock around every
- * call here.
+ * call here but lms_swap_backing_create.
  *
  * Host backing is host-located physical memory (cuMemCreate with a HOST location) where the
  * device supports host VMM: each piece stays mapped at an address of its own (its stage) for
@@ -27,6 +27,11 @@ typedef struct lms_last_use {
     int active;
 } lms_last_use;
 
+/* The last uses of something by queued work, one per stream. */
+typedef struct lms_uses {
+    lms_last_use slot[LMS_MAX_USES];
+} lms_uses;
+
 /* One swappable allocation. */
 struct lms_block {
     CUdeviceptr addr;       /* start of its reserved range: the pointer the program holds */
@@ -36,8 +41,8 @@ struct lms_block {
     int resident;
     int pins;               /* calls in flight that need it resident */
     CUmemGenericAllocationHandle dev_handle; /* when resident */
-    lms_backing *back;      /* when evicted */
-    lms_last_use uses[LMS_MAX_USES];
+    lms_backing *back;      /* when evicted; and when restored without its bytes, until settled */
+    lms_uses uses;
     CUevent restored;       /* recorded after its restore copy, on the copy stream */
     int restore_pending;    /* calls on any stream must wait for that event */
     lms_block *next_pending; /* freed, waiting for its last uses */
@@ -63,34 +68,54 @@ typedef struct lms_device {
     lms_spare_handle *spares;
     size_t demanded;        /* bytes the program holds, resident or not */
     size_t live;            /* allocations the program holds */
-    lms_backing *pool;      /* free host backing, mapped for this device */
 } lms_device;
 
 /* Maps a physical handle at addr with read/write access for the device. */
 CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHandle handle, int device);
 
-/* Copies a resident allocation out, after its last uses, and unmaps its device handle, which
+/* Host backing comes from one pool, by exact size and device. LMS_HOST_LIMIT_MB caps the
+ * backing in use (holding evicted allocations); pooled pieces give way to new ones past it.
+ * A piece is made outside the residency lock, since a host cuMemCreate takes ~50 ms per
+ * 256 MiB: with the lock, lms_swap_backing_reserve; without, lms_swap_backing_create; with
+ * it again, lms_swap_backing_add, whatever create returned. */
+int lms_swap_has_backing(int device, size_t bytes);
+/* Counts `bytes` as coming, and takes out the pooled pieces (*unwanted) that would push the
+ * backing past the cap; CUDA_ERROR_OUT_OF_MEMORY when the backing in use would pass it. */
+CUresult lms_swap_backing_reserve(int device, size_t bytes, lms_backing **unwanted);
+/* Releases the unwanted pieces and makes one of `bytes` for the device (*out, NULL on failure). */
+CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_backing *unwanted,
+                                 lms_backing **out);
+/* Puts what create made (if anything) into the pool; the bytes are no longer coming. */
+void lms_swap_backing_add(size_t bytes, lms_backing *b);
+
+/* Copies a resident allocation out, after its last uses, into a piece of the pool (out of
+ * memory when there is none: see lms_swap_has_backing), and unmaps its device handle, which
  * the caller keeps or releases (a->back holds the bytes). On failure it is still resident
  * and intact. */
 CUresult lms_swap_out(lms_device *dev, lms_block *a);
 /* Maps device handle h at an evicted allocation's address and queues the copy of its bytes
- * in (none when whole_write: the call overwrites them all). The calls that use it must then
- * lms_swap_wait_restored. On failure it is still evicted and intact; h is the caller's. */
+ * in. The calls that use it must then lms_swap_wait_restored. With whole_write (the call
+ * overwrites every byte) nothing is copied and a keeps its backing until lms_swap_settle.
+ * On failure it is still evicted and intact; h is the caller's. */
 CUresult lms_swap_in(lms_device *dev, lms_block *a, CUmemGenericAllocationHandle h, int whole_write);
+/* After the call for which a was restored with whole_write: when that call was not issued,
+ * queues the copy of a's bytes in after all, as lms_swap_in would have. Either way the
+ * backing goes back to the pool. */
+void lms_swap_settle(lms_device *dev, lms_block *a, int issued);
 /* Orders stream (or the host, while stream captures a graph) after a's restore copy. */
 void lms_swap_wait_restored(lms_block *a, CUstream stream, int capturing);
 
 /* The last use on stream is the work queued there so far. */
-void lms_swap_record_use(lms_block *a, CUstream stream);
+void lms_swap_record_use(lms_uses *uses, CUstream stream);
 /* Whether every last use is done; with wait, waits for them first. */
-int lms_swap_uses_done(lms_block *a, int wait);
+int lms_swap_uses_done(lms_uses *uses, int wait);
 
 /* Gives back what a freed allocation holds: its mapping, backing, address range and events;
  * not a itself, nor its device handle when resident (unmapped then, for the caller). Its last
  * uses must be done. */
-void lms_swap_release(lms_device *dev, lms_block *a);
+void lms_swap_release(lms_block *a);
 
-/* Bytes of host backing, in use or pooled: LMS_HOST_LIMIT_MB caps it. */
+/* Bytes of host backing, in use or pooled. */
 size_t lms_swap_host_bytes(void);
 
 #endif

@@ -26,21 +26,23 @@ static CUstream stream_of(int per_thread, CUstream stream)
                                      : CUDA_ERROR_NOT_SUPPORTED;                         \
     }
 
-/* Brackets `issue` (an expression using `real`) with the residency manager. */
-#define LMS_MANAGED_CALL(call, issue)                      \
-    do {                                                   \
-        CUresult lms_result = lms_call_begin(&(call));     \
-        if (lms_result == CUDA_SUCCESS)                    \
-            lms_result = (issue);                          \
-        lms_call_end(&(call));                             \
-        return lms_result;                                 \
+/* Brackets `issue` (an expression using `real`) with the residency manager; issues it again
+ * while the driver runs out of memory and liblms can free some. */
+#define LMS_MANAGED_CALL(call, issue)                                                  \
+    do {                                                                               \
+        CUresult lms_result = lms_call_begin(&(call));                                 \
+        if (lms_result == CUDA_SUCCESS)                                                \
+            while ((lms_result = (issue)) == CUDA_ERROR_OUT_OF_MEMORY && lms_call_make_room()) \
+                ;                                                                      \
+        lms_call_end(&(call), lms_result);                                             \
+        return lms_result;                                                             \
     } while (0)
 
 /* ---- allocation ---- */
 
 LMS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
-    return lms_init() ? lms_real.cuMemAlloc_v2(dptr, bytes) : lms_alloc(dptr, bytes);
+    return lms_init() ? lms_real.cuMemAlloc_v2(dptr, bytes) : lms_alloc(dptr, bytes, NULL, 0);
 }
 
 LMS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -52,7 +54,7 @@ LMS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
         (element_bytes != 4 && element_bytes != 8 && element_bytes != 16))
         return CUDA_ERROR_INVALID_VALUE;
     size_t row = (width + 511) / 512 * 512; /* the alignment the driver gives rows */
-    CUresult r = lms_alloc(dptr, row * height);
+    CUresult r = lms_alloc(dptr, row * height, NULL, 0);
     if (r == CUDA_SUCCESS)
         *pitch = row;
     return r;
@@ -69,13 +71,31 @@ LMS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
                       : lms_mem_get_info(free_bytes, total_bytes);
 }
 
-/* Stream-ordered allocations are managed like cuMemAlloc: the memory is usable at once,
- * which every stream order allows; the pool of FromPool is not used. */
+/* Whether an allocation from pool (or with current, from the device's current pool, as
+ * cuMemAllocAsync allocates) is managed. Only the device's default pool holds plain device
+ * memory; any other (host-located, IPC-exportable...) keeps its properties, so its
+ * allocations pass through: the driver has no query for a pool's location or handle types.
+ * Where the driver has no pools (none to query), only cuMemAllocAsync is managed. */
+static int managed_pool(CUmemoryPool pool, int current)
+{
+    CUdevice dev;
+    CUmemoryPool default_pool;
+    if (!lms_real.cuDeviceGetDefaultMemPool || lms_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+        lms_real.cuDeviceGetDefaultMemPool(&default_pool, dev) != CUDA_SUCCESS)
+        return current;
+    if (current && (!lms_real.cuDeviceGetMemPool || lms_real.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
+        return 1;
+    return pool == default_pool;
+}
+
+/* Stream-ordered allocations from the default pool are managed like cuMemAlloc: usable at
+ * once, which every stream order allows. */
 static CUresult cuMemAllocAsync_impl(__typeof__(cuMemAllocAsync) *real, int per_thread,
                                      CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
-    (void)per_thread;
-    return lms_init() ? real(dptr, bytes, stream) : lms_alloc(dptr, bytes);
+    if (lms_init() || !managed_pool(NULL, 1))
+        return real(dptr, bytes, stream);
+    return lms_alloc(dptr, bytes, stream_of(per_thread, stream), 1);
 }
 LMS_TWIN(cuMemAllocAsync, _ptsz, (CUdeviceptr *dptr, size_t bytes, CUstream stream), dptr, bytes, stream)
 
@@ -83,8 +103,9 @@ static CUresult cuMemAllocFromPoolAsync_impl(__typeof__(cuMemAllocFromPoolAsync)
                                              int per_thread, CUdeviceptr *dptr, size_t bytes,
                                              CUmemoryPool pool, CUstream stream)
 {
-    (void)per_thread;
-    return lms_init() ? real(dptr, bytes, pool, stream) : lms_alloc(dptr, bytes);
+    if (lms_init() || !managed_pool(pool, 0))
+        return real(dptr, bytes, pool, stream);
+    return lms_alloc(dptr, bytes, stream_of(per_thread, stream), 1);
 }
 LMS_TWIN(cuMemAllocFromPoolAsync, _ptsz,
          (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream), dptr, bytes, pool, stream)
@@ -309,7 +330,7 @@ static CUresult cuGraphLaunch_impl(__typeof__(cuGraphLaunch) *real, int per_thre
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, stream), "graph");
     if (!lms_init())
-        lms_graph_each_use(exec, ref_graph_use, &call);
+        call.uses_any = lms_graph_each_use(exec, ref_graph_use, &call);
     LMS_MANAGED_CALL(call, real(exec, stream));
 }
 LMS_TWIN(cuGraphLaunch, _ptsz, (CUgraphExec exec, CUstream stream), exec, stream)
@@ -327,3 +348,18 @@ LMS_EXPORT CUresult cuGraphDestroy(CUgraph graph)
         lms_graph_forget(graph);
     return lms_real.cuGraphDestroy(graph);
 }
+
+/* ---- unloads ---- */
+
+#define LMS_UNLOAD(name, handle_type)                                                  \
+    LMS_EXPORT CUresult name(handle_type handle)                                       \
+    {                                                                                  \
+        int passthrough = lms_init();                                                  \
+        CUresult r = lms_real.name ? lms_real.name(handle) : CUDA_ERROR_NOT_SUPPORTED; \
+        if (!passthrough && r == CUDA_SUCCESS)                                         \
+            lms_launch_scan_forget();                                                  \
+        return r;                                                                      \
+    }
+
+LMS_UNLOAD(cuModuleUnload, CUmodule)
+LMS_UNLOAD(cuLibraryUnload, CUlibrary)

@@ -12,6 +12,9 @@ static int from_liblms(void *fn)
     return fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "liblms.so");
 }
 
+/* In liblms_next.so, linked after liblms: dlsym(RTLD_NEXT, name) from there. */
+void *lms_next_lookup(const char *name);
+
 static void *proc(const char *name, cuuint64_t flags)
 {
     void *fn = NULL;
@@ -28,7 +31,7 @@ int main(int argc, char **argv)
     if (argc > 1) /* mode off: everything is the driver's */
         return from_liblms(dlsym(cuda, "cuMemAlloc_v2")) || from_liblms(proc("cuMemAlloc", 0)) ? 1 : 0;
 
-    plan(9);
+    plan(10);
     lms_test_context();
     ok(cuda != NULL, "libcuda.so.1 opens");
     ok(dlsym(cuda, "cuMemAlloc_v2") == (void *)cuMemAlloc_v2 && from_liblms(dlsym(cuda, "cuMemAlloc_v2")),
@@ -42,6 +45,9 @@ int main(int argc, char **argv)
        "cuGetProcAddress with the per-thread flag gives a wrapper");
     ok(proc("cuCtxGetDevice", 0) && !from_liblms(proc("cuCtxGetDevice", 0)),
        "cuGetProcAddress of an unmanaged entry point passes through");
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    ok(lms_next_lookup("puts") == dlsym(libc, "puts"),
+       "dlsym(RTLD_NEXT) from a library after liblms finds the next definition after that library");
     int status = lms_test_run_self(argv, "off", (const char *const[]){ "LMS_MODE=off", NULL });
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "LMS_MODE=off hands out the driver's functions (%#x)",
        status);

@@ -3,19 +3,7 @@
  * child with its own environment, because liblms reads its options at load. */
 #include "tests/lms_testlib.h"
 
-#include <stdio.h>
-#include <string.h>
-#include <sys/wait.h>
-
 #define MIB ((size_t)1 << 20)
-
-#define EXPECT(cond)                                                             \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);  \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
 
 /* Allocates and writes n swappable 2 MiB buffers. */
 static CUresult fill(CUdeviceptr *bufs, int n)
@@ -31,7 +19,7 @@ static CUresult fill(CUdeviceptr *bufs, int n)
     return CUDA_SUCCESS;
 }
 
-static int exclude_case(size_t handles_that_fit)
+static int exclude_fit(size_t handles_that_fit)
 {
     CUdeviceptr bufs[8];
     EXPECT(fill(bufs, (int)handles_that_fit) == CUDA_SUCCESS);
@@ -42,6 +30,9 @@ static int exclude_case(size_t handles_that_fit)
     EXPECT(sim_calls("cuMemUnmap") > 0);
     return 0;
 }
+
+static int exclude_case(void) { return exclude_fit(6); }
+static int exclude_device_case(void) { return exclude_fit(5); }
 
 static int cap_case(void)
 {
@@ -82,6 +73,87 @@ static int host_limit_case(void)
     return 0;
 }
 
+/* Allocates `bytes` and writes pattern(seed) into it. */
+static CUresult put(CUdeviceptr *p, size_t bytes, unsigned seed)
+{
+    static unsigned char host[6 * MIB];
+    lms_test_pattern(host, bytes, seed);
+    CUresult r = cuMemAlloc(p, bytes);
+    return r == CUDA_SUCCESS ? cuMemcpyHtoD(*p, host, bytes) : r;
+}
+
+static int holds(CUdeviceptr p, size_t bytes, unsigned seed)
+{
+    static unsigned char host[6 * MIB];
+    return cuMemcpyDtoH(host, p, bytes) == CUDA_SUCCESS && lms_test_pattern_ok(host, bytes, seed);
+}
+
+/* 16 MiB device, 8 MiB of host backing. A freed 4 MiB buffer leaves its backing pooled; six
+ * MiB of evictions then fit the cap, which counts the bytes in use, not those pooled. */
+static int host_pool_case(void)
+{
+    CUdeviceptr a, d, e, c[6];
+    EXPECT(put(&a, 4 * MIB, 100) == CUDA_SUCCESS);
+    for (unsigned i = 0; i < 6; i++)
+        EXPECT(put(&c[i], 2 * MIB, i) == CUDA_SUCCESS);
+    EXPECT(put(&d, 4 * MIB, 101) == CUDA_SUCCESS); /* evicts a */
+    EXPECT(sim_calls("cuMemUnmap") > 0);
+    EXPECT(cuMemFree(a) == CUDA_SUCCESS);
+    EXPECT(put(&e, 6 * MIB, 102) == CUDA_SUCCESS); /* evicts c[0], c[1], c[2] */
+    /* Read back in an order whose evictions stay within the cap. */
+    for (unsigned i = 0; i < 3; i++)
+        EXPECT(holds(c[i], 2 * MIB, i)); /* evicts c[i + 3] */
+    EXPECT(holds(d, 4 * MIB, 101));
+    EXPECT(holds(e, 6 * MIB, 102));
+    EXPECT(cuMemFree(d) == CUDA_SUCCESS && cuMemFree(e) == CUDA_SUCCESS);
+    for (unsigned i = 3; i < 6; i++)
+        EXPECT(holds(c[i], 2 * MIB, i));
+    return 0;
+}
+
+/* A launch that the driver answers with out of memory (it needed memory of its own) gets room
+ * and is issued again, while evictable memory is left. */
+static int launch_oom_case(void)
+{
+    CUdeviceptr bufs[8];
+    EXPECT(fill(bufs, 8) == CUDA_SUCCESS); /* the whole 16 MiB */
+    unsigned long unmaps = sim_calls("cuMemUnmap");
+    sim_fail_call("cuLaunchKernel", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT(lms_test_launch(lms_test_fill_kernel(), NULL, bufs[0], 2 * MIB, 9) == CUDA_SUCCESS);
+    EXPECT(sim_calls("cuMemUnmap") > unmaps);
+    static unsigned char host[2 * MIB];
+    EXPECT(cuMemcpyDtoH(host, bufs[0], 2 * MIB) == CUDA_SUCCESS);
+    EXPECT(host[0] == 9 && host[2 * MIB - 1] == 9);
+    return 0;
+}
+
+/* What the simulated driver holds of the device for contexts and kernels, where it models it. */
+size_t sim_device_reserved(int device) __attribute__((weak));
+
+/* Without LMS_EXCLUDE_MB the soft limit is what the device has free at start-up (16 MiB less
+ * the context's) less a margin for the driver: 1/16 of the device on one this small. */
+static int default_headroom_case(void)
+{
+    size_t reserved = sim_device_reserved ? sim_device_reserved(0) : 0;
+    size_t free_bytes, total;
+    EXPECT(cuMemGetInfo(&free_bytes, &total) == CUDA_SUCCESS);
+    EXPECT(total == 16 * MIB - reserved - MIB + 100 * MIB);
+    return 0;
+}
+
+/* A kernel's first launch takes device memory of the driver's: on a full device that launch
+ * gets room by an eviction, as an allocation would. */
+static int kernel_memory_case(void)
+{
+    CUdeviceptr bufs[8];
+    EXPECT(fill(bufs, 8) == CUDA_SUCCESS);
+    EXPECT(lms_test_launch(lms_test_fill_kernel(), NULL, bufs[0], 2 * MIB, 9) == CUDA_SUCCESS);
+    static unsigned char host[2 * MIB];
+    EXPECT(cuMemcpyDtoH(host, bufs[0], 2 * MIB) == CUDA_SUCCESS);
+    EXPECT(host[0] == 9 && host[2 * MIB - 1] == 9);
+    return 0;
+}
+
 /* swap: capacity = soft limit (12 MiB) + host backing cap (100 MiB); free = that - demanded. */
 static int meminfo_case(void)
 {
@@ -95,53 +167,36 @@ static int meminfo_case(void)
     return 0;
 }
 
-static int child(const char *name)
-{
-    lms_test_context();
-    if (strcmp(name, "exclude") == 0) return exclude_case(6);
-    if (strcmp(name, "exclude-device") == 0) return exclude_case(5);
-    if (strcmp(name, "cap") == 0) return cap_case();
-    if (strcmp(name, "nothing-evictable") == 0) return nothing_evictable_case();
-    if (strcmp(name, "host-limit") == 0) return host_limit_case();
-    if (strcmp(name, "meminfo") == 0) return meminfo_case();
-    return 2;
-}
-
-typedef struct limit_case {
-    const char *name, *what;
-    const char *env[6];
-} limit_case;
-
-static const limit_case cases[] = {
+static const lms_test_case cases[] = {
     { "exclude", "LMS_EXCLUDE_MB=4 on 16 MiB: exactly six 2 MiB handles resident, the seventh evicts",
-      { "LMS_EXCLUDE_MB=4", NULL } },
+      exclude_case, { "LMS_EXCLUDE_MB=4", NULL } },
     { "exclude-device", "LMS_EXCLUDE_MB_0=6 overrides LMS_EXCLUDE_MB=4: exactly five fit",
-      { "LMS_EXCLUDE_MB=4", "LMS_EXCLUDE_MB_0=6", NULL } },
+      exclude_device_case, { "LMS_EXCLUDE_MB=4", "LMS_EXCLUDE_MB_0=6", NULL } },
     { "cap", "cap mode: the soft limit is the device, to the byte; no VMM",
-      { "LMS_MODE=cap", "LMS_EXCLUDE_MB=4", NULL } },
+      cap_case, { "LMS_MODE=cap", "LMS_EXCLUDE_MB=4", NULL } },
     { "nothing-evictable", "out of memory only when nothing evictable is left",
-      { "LMS_EXCLUDE_MB=0", NULL } },
+      nothing_evictable_case, { "LMS_EXCLUDE_MB=0", NULL } },
     { "host-limit", "LMS_HOST_LIMIT_MB caps host backing: out of memory past it",
-      { "LMS_EXCLUDE_MB=0", "LMS_HOST_LIMIT_MB=4", NULL } },
+      host_limit_case, { "LMS_EXCLUDE_MB=0", "LMS_HOST_LIMIT_MB=4", NULL } },
+    { "host-pool", "LMS_HOST_LIMIT_MB counts host backing in use: pooled backing of other sizes gives way",
+      host_pool_case, { "LMS_EXCLUDE_MB=0", "LMS_HOST_LIMIT_MB=8", NULL } },
+    { "launch-oom", "a launch out of memory is retried after an eviction",
+      launch_oom_case, { "LMS_EXCLUDE_MB=0", NULL } },
+    { "default-headroom", "default soft limit: free device memory at start-up less a margin",
+      default_headroom_case, { "LMS_HOST_LIMIT_MB=100", "LMS_SIM_CONTEXT_RESERVE_MB=4", NULL } },
+    { "kernel-memory", "a launch that needs device memory for its kernel gets it by an eviction",
+      kernel_memory_case, { "LMS_EXCLUDE_MB=0", "LMS_SIM_KERNEL_RESERVE_MB=2", NULL } },
     { "meminfo", "cuMemGetInfo: total = soft limit + host cap, free = total - bytes the program holds",
-      { "LMS_EXCLUDE_MB=4", "LMS_HOST_LIMIT_MB=100", NULL } },
+      meminfo_case, { "LMS_EXCLUDE_MB=4", "LMS_HOST_LIMIT_MB=100", NULL } },
 };
-#define CASES (int)(sizeof cases / sizeof cases[0])
+#define CASES (sizeof cases / sizeof cases[0])
 
 int main(int argc, char **argv)
 {
     if (argc > 1)
-        return child(argv[1]);
-    plan(CASES);
+        return lms_test_run_case(argv[1], cases, CASES);
+    plan((int)CASES);
     static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_SIM_CAPACITY_MB=16", NULL };
-    for (int i = 0; i < CASES; i++) {
-        const char *env[10];
-        int n = 0;
-        for (int k = 0; common[k]; k++) env[n++] = common[k];
-        for (int k = 0; cases[i].env[k]; k++) env[n++] = cases[i].env[k];
-        env[n] = NULL;
-        int status = lms_test_run_self(argv, cases[i].name, env);
-        ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (status %#x)", cases[i].what, status);
-    }
+    lms_test_cases(argv, cases, CASES, common);
     return exit_status();
 }

@@ -31,7 +31,8 @@ def ok(cond, what, detail=""):
 
 def run(*args, **env):
     full = {k: v for k, v in os.environ.items() if not k.startswith(("LMS_", "NVTX_"))}
-    full.update({"LMS_THRESHOLD_KB": "64", "LMS_SIM_CAPACITY_MB": "16"})
+    full.update({"LMS_THRESHOLD_KB": "64", "LMS_EXCLUDE_MB": "0", "LMS_SIM_CAPACITY_MB": "16",
+                 "LMS_SIM_CONTEXT_RESERVE_MB": "0", "LMS_SIM_KERNEL_RESERVE_MB": "0"})
     full.update(env)
     return subprocess.run([workload, *args], env=full, capture_output=True, text=True, timeout=120)
 
@@ -42,7 +43,7 @@ def trace_events(path):
     return trace["traceEvents"] if isinstance(trace, dict) else trace
 
 
-print("1..22")
+print("1..23")
 with tempfile.TemporaryDirectory() as tmp:
     trace_path = os.path.join(tmp, "run.json")
     p = run(LMS_LOG_LEVEL="3", LMS_STATS="json", LMS_TRACE=trace_path, LMS_TRACE_USES="1")
@@ -67,6 +68,9 @@ with tempfile.TemporaryDirectory() as tmp:
     events = trace_events(trace_path)
     names = [e.get("name") for e in events]
     ok("swap out" in names and "swap in" in names, "the trace holds swaps")
+    copied = {d: sum(e["args"]["bytes"] for e in events if e.get("name") == "swap " + d) for d in ("out", "in")}
+    ok(s and copied["out"] == s["swapped_out"]["bytes"] and copied["in"] == s["swapped_in"]["bytes"],
+       "the statistics count the bytes the trace's swaps copied", (copied, stats))
     reasons = {e["args"]["reason"] for e in events if e.get("name") == "evict"}
     ok(reasons == {"limit", "demand"}, "evictions in the trace carry their reasons", reasons)
     launches = [e for e in events if e.get("cat") == "launch"]

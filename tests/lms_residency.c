@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "missed-pointer") == 0)
         return missed_pointer_child();
 
-    plan(14 + (int)FAULT_POINTS);
+    plan(15 + (int)FAULT_POINTS);
     lms_test_context();
 
     /* Stable pointers, intact data. */
@@ -161,6 +161,15 @@ int main(int argc, char **argv)
             "a whole-allocation memset restores nothing (one eviction copied)");
     CU_OK(cuMemcpyDtoH(host, buf[0], BUFFER_BYTES));
     ok(host[0] == 0x5a && host[BUFFER_BYTES - 1] == 0x5a, "and its bytes are the memset's");
+
+    /* A whole-allocation write that the driver refuses leaves the old bytes, not those of the
+     * handle the evicted buffer got back. */
+    write_all();
+    sim_fail_call("cuMemcpyDtoD", 1, CUDA_ERROR_INVALID_VALUE);
+    CUresult refused = cuMemcpyDtoD(buf[0], buf[1], BUFFER_BYTES);
+    sim_clear_faults();
+    ok(refused == CUDA_ERROR_INVALID_VALUE && count_intact(0) == BUFFERS,
+       "a failed copy over the whole of an evicted buffer leaves every buffer intact (result %d)", refused);
     write_all();
 
     /* Unmap never before the last use: the slow kernel still reads buffer 1 when the writes

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Sets the list; then, unless it says otherwise, the whole simulated device is the
+ * program's: the driver reserves nothing for contexts and kernels. */
 static void set_env(const char *const *env)
 {
     for (size_t i = 0; env && env[i]; i++) {
@@ -17,6 +19,8 @@ static void set_env(const char *const *env)
         name[len] = '\0';
         setenv(name, eq + 1, 1);
     }
+    setenv("LMS_SIM_CONTEXT_RESERVE_MB", "0", 0);
+    setenv("LMS_SIM_KERNEL_RESERVE_MB", "0", 0);
 }
 
 void lms_test_with_env(char **argv, const char *const *env)
@@ -48,6 +52,32 @@ int lms_test_run_self(char **argv, const char *extra_arg, const char *const *env
     int status = 0;
     waitpid(pid, &status, 0);
     return status;
+}
+
+void lms_test_cases(char **argv, const lms_test_case *cases, size_t count, const char *const *common)
+{
+    for (size_t i = 0; i < count; i++) {
+        const char *env[32];
+        size_t n = 0;
+        for (size_t k = 0; common && common[k]; k++)
+            env[n++] = common[k];
+        for (size_t k = 0; cases[i].env[k]; k++)
+            env[n++] = cases[i].env[k];
+        env[n] = NULL;
+        int status = lms_test_run_self(argv, cases[i].name, env);
+        ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (status %#x)", cases[i].what, status);
+    }
+}
+
+int lms_test_run_case(const char *name, const lms_test_case *cases, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(name, cases[i].name) == 0) {
+            lms_test_context();
+            return cases[i].run();
+        }
+    fprintf(stderr, "no case named %s\n", name);
+    return 2;
 }
 
 void lms_test_check(CUresult result, const char *what, const char *file, int line)

@@ -8,14 +8,39 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* liblms reads its options when it loads: unless this process already runs with them, set
- * the NULL-terminated "NAME=value" list and re-execute the program (argv[0] must work). */
+ * the NULL-terminated "NAME=value" list and re-execute the program (argv[0] must work).
+ * Unless the list sets LMS_SIM_CONTEXT_RESERVE_MB or LMS_SIM_KERNEL_RESERVE_MB, the simulated
+ * driver reserves no device memory for itself: all of it is the program's. */
 void lms_test_with_env(char **argv, const char *const *env);
 
 /* Runs argv[0] again as a child with extra_arg as argv[1] and the env list set; returns its
  * wait status. Its stdout is discarded; so is its stderr when the list sets LMS_TEST_QUIET. */
 int lms_test_run_self(char **argv, const char *extra_arg, const char *const *env);
+
+/* Cases that each run as a child of their own, with their own environment (liblms reads
+ * its options when it loads). run is called in the child after lms_test_context; it returns
+ * 0 when the case holds, and says why not on stderr (EXPECT does). */
+typedef struct lms_test_case {
+    const char *name, *what;
+    int (*run)(void);
+    const char *env[8];
+} lms_test_case;
+/* In the parent: one TAP test per case, run with common's variables and then its own. */
+void lms_test_cases(char **argv, const lms_test_case *cases, size_t count, const char *const *common);
+/* In the child (argv[1] is `name`): runs that case and returns its result. */
+int lms_test_run_case(const char *name, const lms_test_case *cases, size_t count);
+
+/* Inside a case: returns 1 with the file, line and condition unless cond holds. */
+#define EXPECT(cond)                                                             \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);  \
+            return 1;                                                            \
+        }                                                                        \
+    } while (0)
 
 /* Bails out unless the call succeeded. */
 #define CU_OK(expr) lms_test_check((expr), #expr, __FILE__, __LINE__)

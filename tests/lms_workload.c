@@ -1,5 +1,5 @@
 /* A small program on the simulator for the output tests (lms_output.py), run with
- * LMS_THRESHOLD_KB=64 LMS_SIM_CAPACITY_MB=16.
+ * LMS_THRESHOLD_KB=64 LMS_EXCLUDE_MB=0 LMS_SIM_CAPACITY_MB=16.
  *   lms_workload       twelve 1 MiB buffers written, launched on, read back and freed; exits 0
  *                      when every byte read back is right.
  *   lms_workload oom   (with LMS_MODE=cap) 1 MiB buffers until out of memory, the failing

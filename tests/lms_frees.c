@@ -1,0 +1,80 @@
+/* Frees keep the driver's ordering against queued work: cuMemFree waits for the whole device
+ * (programs read zero-copy results after cudaFree), and cuMemFreeAsync waits for nothing. */
+#include "tests/lms_testlib.h"
+
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIB ((size_t)1 << 20)
+#define SLOW_MS 400
+
+/* sleep_then_set(ms, flag): sleeps, then sets *flag (a host pointer) to 1. */
+static void sleep_then_set(const sim_launch *l)
+{
+    usleep((useconds_t)*(int *)l->params[0] * 1000);
+    __atomic_store_n(*(int **)l->params[1], 1, __ATOMIC_RELEASE);
+}
+
+static int flag;
+
+/* Queues a kernel on its own stream that sets flag after SLOW_MS. */
+static CUresult launch_slow(void)
+{
+    static CUkernel k;
+    static CUstream stream;
+    static const size_t sizes[] = { sizeof(int), sizeof(int *) };
+    if (!k)
+        k = sim_register_kernel("sleep_then_set", sleep_then_set, 2, sizes);
+    CUresult r = stream ? CUDA_SUCCESS : cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+    __atomic_store_n(&flag, 0, __ATOMIC_RELEASE);
+    int ms = SLOW_MS, *p = &flag;
+    void *params[] = { &ms, &p };
+    return r == CUDA_SUCCESS ? cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL) : r;
+}
+
+static int flag_set(void) { return __atomic_load_n(&flag, __ATOMIC_ACQUIRE); }
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    static const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0",
+                                       "LMS_SIM_CAPACITY_MB=16", NULL };
+    lms_test_with_env(argv, env);
+    plan(4);
+    lms_test_context();
+
+    CUdeviceptr big, small;
+    CU_OK(cuMemAlloc(&big, MIB));
+    CU_OK(launch_slow());
+    CU_OK(cuMemFree(big));
+    ok(flag_set(), "cuMemFree of a swappable allocation waits for the whole device, as the driver's does");
+
+    CU_OK(cuMemAlloc(&small, 1024));
+    CU_OK(launch_slow());
+    CU_OK(cuMemFree(small));
+    ok(flag_set(), "so does cuMemFree of a small one");
+
+    CUstream stream;
+    CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuMemAllocAsync(&small, 1024, stream));
+    size_t used = sim_device_used(0);
+    CU_OK(launch_slow());
+    double start = now_ms();
+    CU_OK(cuMemFreeAsync(small, stream));
+    double took = now_ms() - start;
+    ok(took < SLOW_MS / 2 && !flag_set(),
+       "cuMemFreeAsync of a small allocation waits for no other stream (%.0f ms)", took);
+    CU_OK(cuStreamSynchronize(stream));
+    ok(sim_device_used(0) < used, "and its memory is freed in its stream's order");
+    CU_OK(cuCtxSynchronize());
+    CU_OK(cuStreamDestroy(stream));
+    return exit_status();
+}
