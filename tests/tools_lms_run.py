@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
 from tools_tap import LMS_RUN, done, is_equal, ok, plan, run, scratch  # noqa: E402
 
-plan(15)
+plan(17)
 tmp = scratch()
 
 # A harmless library stands in for liblms.so: the loader preloads it and nothing changes.
@@ -43,6 +43,13 @@ code, out, err = run([LMS_RUN, "--", "sh", "-c", "kill -TERM $$"], env=env)
 is_equal(code, -signal.SIGTERM, "death by a signal passes through")
 code, out, err = run([LMS_RUN, "--", os.path.join(tmp, "no-such-program")], env=env)
 is_equal(code, 127, "a missing command: 127, as the shell gives")
+
+sim_dir = os.path.realpath(os.path.join(os.path.dirname(LMS_RUN), "..", "sim"))
+code, out, err = run([LMS_RUN, "--sim", "--", "sh", "-c", 'printf "%s" "$LD_LIBRARY_PATH"'],
+                     env=dict(env, LD_LIBRARY_PATH="/elsewhere"))
+is_equal(out, sim_dir + ":/elsewhere", "--sim puts the simulated GPU's directory first on LD_LIBRARY_PATH")
+code, out, err = run([LMS_RUN, "--sim", "--", "true"], env=dict(env, LMS_SIM_DIR=tmp))
+ok(code == 2 and "LMS_SIM_DIR" in err and "libcuda.so.1" in err, "--sim: an LMS_SIM_DIR without the simulator is named", err)
 
 code, out, err = run([LMS_RUN, "--threshold-kb", "12k", "--", "true"], env=env)
 ok(code == 2 and "--threshold-kb" in err and "12k" in err, "a bad number is named", err)

@@ -4,7 +4,7 @@
 set -u
 . "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 
-echo "1..25"
+echo "1..29"
 
 # expect_error "message fragment" args...: exit 2, the fragment on stderr, nothing left behind.
 expect_error() {
@@ -40,6 +40,16 @@ expect_error "unknown option" train --model lenet --frobnicate --cpu
 expect_error "expected synthetic, cifar10:DIR or mnist:DIR" train --model lenet --data imagenet --cpu --iters 1
 expect_error "no CIFAR-10 training batches" train --model cifar10_quick --data cifar10:"$work/none" --cpu --iters 1
 expect_error "cannot open $work/none/train-images-idx3-ubyte" train --model lenet --data mnist:"$work/none" --cpu --iters 1
+expect_error "--cpu and --sim exclude each other" train --model lenet --cpu --sim
+expect_error "--gpu 3: no such device (the simulated GPU has 1 device)" train --model lenet --sim --gpu 3 --iters 1
+LMS_SIM_DIR=$work/none
+export LMS_SIM_DIR
+expect_error "LMS_SIM_DIR=$work/none: no libcuda.so.1 there" train --model lenet --sim --iters 1
+unset LMS_SIM_DIR
+LMS_SIM_CAPACITY_MB=lots
+export LMS_SIM_CAPACITY_MB
+expect_error "LMS_SIM_CAPACITY_MB=lots" train --model lenet --sim --iters 1
+unset LMS_SIM_CAPACITY_MB
 
 
 # A snapshot of another model is refused, and the run leaves nothing.
@@ -56,8 +66,8 @@ fi
 
 "$trainer" --help >out.txt 2>&1
 status=$?
-grep -q "usage: trainer train|test|time|info" out.txt
-report $((status + $?)) "--help prints the usage and exits 0"
+grep -q "usage: trainer train|test|time|info" out.txt && grep -q -- "--sim " out.txt
+report $((status + $?)) "--help prints the usage, --sim included, and exits 0"
 
 # lenet at batch 64, by hand (floats): tensors with data and diff: conv1 64*20*24*24, pool1
 # 64*20*12*12, conv2 64*50*8*8, pool2 64*50*4*4, ip1 64*500 (relu1 in place), ip2 64*10;

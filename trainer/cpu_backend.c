@@ -34,60 +34,33 @@ static void cpu_release_bytes(uint8_t *p)
     free(p);
 }
 
-static void cpu_gather(float *dst, const uint8_t *src, size_t item_size, long first, int batch, long count,
-                       float offset, float scale)
+/* The layer's tensors in the net, and where dropout's mask comes from. */
+static LayerCall layer_call(Net *net, Layer *l)
 {
-    for (int b = 0; b < batch; b++) {
-        const uint8_t *item = src + (size_t)((first + b) % count) * item_size;
-        for (size_t i = 0; i < item_size; i++) dst[b * item_size + i] = (item[i] - offset) * scale;
-    }
+    return (LayerCall){.x = &net->tensors[l->bottom[0]],
+                       .x2 = l->nbottom > 1 ? &net->tensors[l->bottom[1]] : NULL,
+                       .y = &net->tensors[l->top],
+                       .seed = net->seed,
+                       .iter = net->iter,
+                       .layer_index = (int)(l - net->layers)};
 }
 
 static void cpu_forward(Net *net, Layer *l)
 {
-    Tensor *x = &net->tensors[l->bottom[0]], *y = &net->tensors[l->top];
-    int index = (int)(l - net->layers);
-    switch (l->type) {
-    case LAYER_CONV: cpu_conv_forward(l, x, y); break;
-    case LAYER_DECONV: cpu_deconv_forward(l, x, y); break;
-    case LAYER_POOL: cpu_pool_forward(l, x, y); break;
-    case LAYER_RELU: cpu_relu_forward(l, x, y); break;
-    case LAYER_LRN: cpu_lrn_forward(l, x, y); break;
-    case LAYER_IP: cpu_ip_forward(l, x, y); break;
-    case LAYER_DROPOUT:
-        if (net->train) cpu_dropout_forward(l, net->seed, net->iter, index, x, y);
-        break;
-    case LAYER_CONCAT: cpu_concat_forward(l, x, &net->tensors[l->bottom[1]], y); break;
-    case LAYER_SOFTMAX_LOSS: cpu_softmax_loss_forward(l, x, &net->tensors[l->bottom[1]], y); break;
-    case LAYER_DICE_LOSS: cpu_dice_loss_forward(l, x, &net->tensors[l->bottom[1]], y); break;
-    }
+    if (l->type == LAYER_DROPOUT && !net->train) return; /* in place: the identity */
+    LayerCall c = layer_call(net, l);
+    cpu_layer_forward(l, &c);
 }
 
 static void cpu_backward(Net *net, Layer *l)
 {
-    Tensor *x = &net->tensors[l->bottom[0]], *y = &net->tensors[l->top];
-    int index = (int)(l - net->layers);
-    switch (l->type) {
-    case LAYER_CONV: cpu_conv_backward(l, x, y); break;
-    case LAYER_DECONV: cpu_deconv_backward(l, x, y); break;
-    case LAYER_POOL: cpu_pool_backward(l, x, y); break;
-    case LAYER_RELU: cpu_relu_backward(l, x, y); break;
-    case LAYER_LRN: cpu_lrn_backward(l, x, y); break;
-    case LAYER_IP: cpu_ip_backward(l, x, y); break;
-    case LAYER_DROPOUT: cpu_dropout_backward(l, net->seed, net->iter, index, x, y); break;
-    case LAYER_CONCAT: cpu_concat_backward(l, x, &net->tensors[l->bottom[1]], y); break;
-    case LAYER_SOFTMAX_LOSS: cpu_softmax_loss_backward(l, x, &net->tensors[l->bottom[1]]); break;
-    case LAYER_DICE_LOSS: cpu_dice_loss_backward(l, x, &net->tensors[l->bottom[1]]); break;
-    }
+    LayerCall c = layer_call(net, l);
+    cpu_layer_backward(l, &c);
 }
 
-static void cpu_sgd_update(Param *p, float lr, float momentum, float decay)
+static void cpu_sgd(Param *p, float lr, float momentum, float decay)
 {
-    float *w = p->t.data, *g = p->t.diff, *h = p->history;
-    for (size_t i = 0; i < tensor_count(&p->t); i++) {
-        h[i] = momentum * h[i] + lr * (g[i] + decay * w[i]);
-        w[i] -= h[i];
-    }
+    cpu_sgd_update(p->t.data, p->t.diff, p->history, tensor_count(&p->t), lr, momentum, decay);
 }
 
 static void cpu_synchronize(void)
@@ -112,7 +85,7 @@ const Backend cpu_backend = {
     .gather = cpu_gather,
     .forward = cpu_forward,
     .backward = cpu_backward,
-    .sgd_update = cpu_sgd_update,
+    .sgd_update = cpu_sgd,
     .synchronize = cpu_synchronize,
     .seconds = cpu_seconds,
 };

@@ -34,4 +34,23 @@ void cpu_softmax_loss_backward(const Layer *l, Tensor *x, const Tensor *label);
 void cpu_dice_loss_forward(Layer *l, const Tensor *x, const Tensor *label, Tensor *y);
 void cpu_dice_loss_backward(const Layer *l, Tensor *x, const Tensor *label);
 
+/* One layer's pass, dispatched on its type (cpu_ops.c): what the CPU backend runs, and what
+ * the simulated GPU's kernels run (sim_kernels.c). x2 is the second bottom (concat's, or the
+ * loss's labels), NULL when there is none. Forward applies dropout's mask, so it is called
+ * in training only. */
+typedef struct LayerCall {
+    Tensor *x, *x2, *y;
+    uint64_t seed; /* dropout's mask is a function of (seed, iter, layer_index) */
+    long iter;
+    int layer_index;
+} LayerCall;
+void cpu_layer_forward(Layer *l, const LayerCall *c);
+void cpu_layer_backward(Layer *l, const LayerCall *c);
+
+/* The backend operations of backend.h that are not layers, on host memory. */
+void cpu_gather(float *dst, const uint8_t *src, size_t item_size, long first, int batch, long count,
+                float offset, float scale);
+void cpu_sgd_update(float *data, const float *diff, float *history, size_t count, float lr, float momentum,
+                    float decay);
+
 #endif

@@ -38,12 +38,12 @@ void cpu_pool_backward(const Layer *l, Tensor *x, const Tensor *y)
     size_t xs = tensor_spatial(x), ys = tensor_spatial(y);
     if (!l->accumulate[0]) memset(x->diff, 0, tensor_count(x) * sizeof(float));
     for (int nc = 0; nc < x->n * x->c; nc++) {
-        const float *xp = x->data + nc * xs, *dy = y->diff + nc * ys;
+        const float *dy = y->diff + nc * ys;
         float *dx = x->diff + nc * xs;
         int in[3] = {x->d, x->h, x->w};
         FOR_EACH_WINDOW(x, y, &l->p.pool.win, s, o, {
-            if (l->p.pool.method == POOL_MAX) {
-                dx[pool_argmax(xp, &s, in)] += dy[o];
+            if (l->p.pool.method == POOL_MAX) { /* average pooling does not read x */
+                dx[pool_argmax(x->data + nc * xs, &s, in)] += dy[o];
             } else {
                 for (int d = s.start[0]; d < s.end[0]; d++)
                     for (int h = s.start[1]; h < s.end[1]; h++)

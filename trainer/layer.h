@@ -48,6 +48,16 @@ extern "C" {
 
 #define LAYER_MAX_BOTTOMS 2
 
+/* Hyper-parameters, by layer type: plain values, so that a backend can pass them by value. */
+typedef union LayerParams {
+    struct { int out, group; Window win; } conv;   /* CONV and DECONV */
+    struct { PoolMethod method; Window win; } pool;
+    struct { float negative_slope; } relu;
+    struct { LrnRegion region; int size; float alpha, beta, k; } lrn;
+    struct { int out; } ip;
+    struct { float ratio; } dropout;
+} LayerParams;
+
 typedef struct Layer {
     LayerType type;
     char name[24];
@@ -56,14 +66,7 @@ typedef struct Layer {
     /* Backward adds to this bottom's diff instead of overwriting it: the tensor feeds several
      * layers and another one wrote its diff first. */
     int accumulate[LAYER_MAX_BOTTOMS];
-    union {
-        struct { int out, group; Window win; } conv;   /* CONV and DECONV */
-        struct { PoolMethod method; Window win; } pool;
-        struct { float negative_slope; } relu;
-        struct { LrnRegion region; int size; float alpha, beta, k; } lrn;
-        struct { int out; } ip;
-        struct { float ratio; } dropout;
-    } p;
+    LayerParams p;
     Param weight, bias;   /* used by CONV, DECONV and IP */
     int nparams;          /* 0 or 2 */
     Tensor aux;           /* private state kept for backward: LRN scale, dropout mask, softmax

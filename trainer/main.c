@@ -3,6 +3,7 @@
 #include "trainer/models.h"
 #include "trainer/options.h"
 #include "trainer/run.h"
+#include "trainer/sim_backend.h"
 
 #include <stdio.h>
 
@@ -22,9 +23,11 @@ int main(int argc, char **argv)
         net_free(net);
         return status;
     }
-    const Backend *be = &cpu_backend;
-    if (!cfg.cpu && !(be = gpu_backend_open(cfg.gpu, cfg.deterministic, cfg.workspace_limit, err, sizeof err))) {
-        fprintf(stderr, "trainer: error: %s (use --cpu to run on the CPU)\n", err);
+    const Backend *be = cfg.cpu ? &cpu_backend
+                      : cfg.sim ? sim_backend_open(argv, cfg.gpu, err, sizeof err)
+                                : gpu_backend_open(cfg.gpu, cfg.deterministic, cfg.workspace_limit, err, sizeof err);
+    if (!be) {
+        fprintf(stderr, "trainer: error: %s%s\n", err, cfg.sim ? "" : " (use --cpu to run on the CPU)");
         net_free(net);
         return 2;
     }

@@ -1,26 +1,40 @@
 # The trainer: a Caffe-like training engine in C and CUDA C (see trainer/SNAPSHOT.md).
-TRAINER_CPU_SRC := net.c cpu_backend.c cpu_conv.c cpu_pool.c cpu_lrn.c cpu_layers.c cpu_loss.c \
+TRAINER_LAYER_SRC := cpu_ops.c cpu_conv.c cpu_pool.c cpu_lrn.c cpu_layers.c cpu_loss.c
+TRAINER_CPU_SRC := net.c cpu_backend.c $(TRAINER_LAYER_SRC) \
                    models.c solver.c data.c data_synthetic.c data_cifar10.c data_mnist.c snapshot.c \
                    options.c run.c log.c
 TRAINER_CPU_OBJ := $(addprefix $(BUILD)/trainer/,$(TRAINER_CPU_SRC:.c=.o))
 TRAINER_GPU_OBJ := $(BUILD)/trainer/gpu_backend.o $(BUILD)/trainer/gpu_kernels.o
+TRAINER_SIM_OBJ := $(addprefix $(BUILD)/trainer/,sim_backend.o sim_driver.o sim_kernel_table.o)
 TRAINER_CUDA_LIBS := -L$(CUDA_HOME)/lib64 $(if $(CUDNN_LIB),-L$(CUDNN_LIB)) -lcudnn -lcublas -lcudart -lm
 
 $(TRAINER_GPU_OBJ): CPPFLAGS += $(if $(CUDNN_INC),-I$(CUDNN_INC))
 
-$(BUILD)/trainer/trainer: $(BUILD)/trainer/main.o $(TRAINER_CPU_OBJ) $(TRAINER_GPU_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(TRAINER_CUDA_LIBS) -lstdc++
+$(BUILD)/trainer/trainer: $(BUILD)/trainer/main.o $(TRAINER_CPU_OBJ) $(TRAINER_GPU_OBJ) $(TRAINER_SIM_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TRAINER_CUDA_LIBS) -ldl -lstdc++
+
+# The kernels of --sim: a module for the simulated GPU (sim/sim_module.h) running the reference
+# layers. -Bsymbolic-functions: its calls stay inside it, whatever the program exports.
+TRAINER_SIM_MODULE := $(BUILD)/trainer/trainer_sim_kernels.so
+$(TRAINER_SIM_MODULE): $(addprefix $(BUILD)/trainer/,sim_kernels.o sim_kernel_table.o $(TRAINER_LAYER_SRC:.c=.o))
+	$(CC) -shared -Wl,-Bsymbolic-functions -Wl,-z,defs $(LDFLAGS) -o $@ $^ -lm
 
 # CPU tests link the reference layers only: no CUDA.
 TRAINER_C_TESTS := trainer_layers trainer_net trainer_data trainer_snapshot
 $(foreach t,$(TRAINER_C_TESTS),$(eval $(BUILD)/tests/$(t).t: $(BUILD)/tests/$(t).o $(TRAINER_CPU_OBJ) $(TAP_OBJ) ; \
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ -lm))
 
-# Script tests run the trainer binary.
-TRAINER_SCRIPT_TESTS := trainer_cli trainer_train
+# The module's table and costs, opened as the simulator opens it.
+$(BUILD)/tests/trainer_sim_kernels.t: $(BUILD)/tests/trainer_sim_kernels.o $(BUILD)/trainer/sim_kernel_table.o \
+    $(TAP_OBJ) | $(TRAINER_SIM_MODULE)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -ldl
+
+# Script tests run the trainer binary; trainer_sim runs it on the simulated GPU, under liblms too.
+TRAINER_SCRIPT_TESTS := trainer_cli trainer_train trainer_sim
 $(BUILD)/tests/trainer_%.t: tests/trainer_%.sh tests/trainer_tap.sh $(BUILD)/trainer/trainer
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
+$(BUILD)/tests/trainer_sim.t: $(TRAINER_SIM_MODULE) $(SIM_LIB) $(LIBLMS) $(BUILD)/tools/lms-run
 
 # GPU tests: built everywhere, run by make check-gpu.
 $(BUILD)/tests/trainer_gpu_layers.t: $(BUILD)/tests/trainer_gpu_layers.o $(TRAINER_CPU_OBJ) $(TRAINER_GPU_OBJ) $(TAP_OBJ)
@@ -30,9 +44,9 @@ $(BUILD)/tests/trainer_pytorch.t: tests/trainer_pytorch.py $(BUILD)/trainer/trai
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 
-ALL_TARGETS += $(BUILD)/trainer/trainer
+ALL_TARGETS += $(BUILD)/trainer/trainer $(TRAINER_SIM_MODULE)
 INSTALL_BIN += $(BUILD)/trainer/trainer
-TESTS += $(addprefix $(BUILD)/tests/,$(addsuffix .t,$(TRAINER_C_TESTS) $(TRAINER_SCRIPT_TESTS)))
+TESTS += $(addprefix $(BUILD)/tests/,$(addsuffix .t,$(TRAINER_C_TESTS) trainer_sim_kernels $(TRAINER_SCRIPT_TESTS)))
 GPU_TESTS += $(BUILD)/tests/trainer_gpu_layers.t $(BUILD)/tests/trainer_pytorch.t
 
 # make bench (GPU only): cifar10_full images/s at batch 1024, 4096, 16384.

@@ -11,7 +11,7 @@ enum {
     OPT_MODEL = 256, OPT_BATCH, OPT_ITERS, OPT_DATA, OPT_SEED, OPT_LR, OPT_LR_POLICY, OPT_GAMMA,
     OPT_POWER, OPT_STEPSIZE, OPT_STEPVALUES, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_TEST_INTERVAL,
     OPT_TEST_ITERS, OPT_DISPLAY, OPT_SNAPSHOT, OPT_SNAPSHOT_PREFIX, OPT_RESUME, OPT_WEIGHTS, OPT_CPU,
-    OPT_GPU, OPT_DETERMINISTIC, OPT_WORKSPACE, OPT_SIZE, OPT_LOSS, OPT_HELP,
+    OPT_SIM, OPT_GPU, OPT_DETERMINISTIC, OPT_WORKSPACE, OPT_SIZE, OPT_LOSS, OPT_HELP,
 };
 
 typedef struct OptionInfo {
@@ -43,7 +43,8 @@ static const OptionInfo option_table[] = {
     {"resume", OPT_RESUME, "FILE", "train: continue from this snapshot"},
     {"weights", OPT_WEIGHTS, "FILE", "test: the snapshot to evaluate"},
     {"cpu", OPT_CPU, NULL, "run on the CPU reference layers (slow; no GPU needed)"},
-    {"gpu", OPT_GPU, "N", "run on CUDA device N (default 0)"},
+    {"sim", OPT_SIM, NULL, "run the GPU's driver calls on the simulated GPU (sim/; no GPU needed)"},
+    {"gpu", OPT_GPU, "N", "run on CUDA device N (default 0), or simulated device N with --sim"},
     {"deterministic", OPT_DETERMINISTIC, NULL, "GPU: only deterministic cuDNN algorithms"},
     {"workspace-limit", OPT_WORKSPACE, "MIB", "GPU: cuDNN workspace per convolution (default 1024)"},
     {"size", OPT_SIZE, "N", "unet3d: volumes of N^3 voxels, N a multiple of 16 (default 64)"},
@@ -170,6 +171,8 @@ static void apply(Parser *p, Config *cfg, const Given *g)
     if (GIVEN(OPT_RESUME)) cfg->resume = v;
     if (GIVEN(OPT_WEIGHTS)) cfg->weights = v;
     if (GIVEN(OPT_CPU)) cfg->cpu = 1;
+    if (GIVEN(OPT_SIM)) cfg->sim = 1;
+    if (cfg->cpu && cfg->sim) error(p, "--cpu and --sim exclude each other: pick one backend");
     if (GIVEN(OPT_GPU)) {
         if (strchr(v, ',')) error(p, "--gpu %s: training on several GPUs is not supported; give one device number", v);
         cfg->gpu = (int)parse_long(p, "gpu", v, 0);

@@ -18,7 +18,7 @@ typedef struct Config {
     SolverConfig solver;      /* the model's defaults, overridden by flags */
     const char *data;         /* "synthetic", "cifar10:DIR", "mnist:DIR" */
     uint64_t seed;
-    int cpu, gpu, deterministic;
+    int cpu, sim, gpu, deterministic; /* backend: CPU, simulated GPU, else GPU number gpu */
     size_t workspace_limit;   /* bytes of cuDNN workspace a convolution may use */
     const char *snapshot_prefix;
     const char *resume;       /* train: snapshot to continue from */
