@@ -33,6 +33,7 @@ typedef struct Backend {
     void (*sgd_update)(struct Param *param, float lr, float momentum, float decay);
     void (*synchronize)(void);
     double (*seconds)(void); /* a clock that is right once queued work is done */
+    const char *clock_note;  /* how its rates are to be read; NULL for real time */
 } Backend;
 
 extern const Backend cpu_backend;

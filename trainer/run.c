@@ -129,8 +129,9 @@ int run_train(const Config *cfg, Net *net)
             float loss = net_loss(net); /* waits for the device: only when displaying */
             double now = be->seconds(), dt = now - last;
             long done = iter + 1 - last_iter;
-            log_info("Iteration %ld (%.3g iter/s, %.4g images/s), loss = %.9g", iter,
-                     dt > 0 ? done / dt : 0, dt > 0 ? done * net->batch / dt : 0, loss);
+            log_info("Iteration %ld (%.3g iter/s, %.4g images/s%s%s), loss = %.9g", iter,
+                     dt > 0 ? done / dt : 0, dt > 0 ? done * net->batch / dt : 0,
+                     be->clock_note ? ", " : "", be->clock_note ? be->clock_note : "", loss);
             log_info("    Train net output #0: loss = %.9g (* 1 = %.9g loss)", loss, loss);
             log_info("Iteration %ld, lr = %g", iter, solver_rate(s, iter));
             char eta[32];
@@ -152,8 +153,9 @@ int run_train(const Config *cfg, Net *net)
         if (snapshot(cfg, net, iter)) status = 1;
         be->synchronize();
         double total = be->seconds() - start;
-        log_info("Optimization Done: %ld iterations in %.3f s (%.4g images/s).", iter - first_iter, total,
-                 total > 0 ? (iter - first_iter) * net->batch / total : 0);
+        log_info("Optimization Done: %ld iterations in %.3f s (%.4g images/s%s%s).", iter - first_iter, total,
+                 total > 0 ? (iter - first_iter) * net->batch / total : 0,
+                 be->clock_note ? ", " : "", be->clock_note ? be->clock_note : "");
     }
     feeder_close(&train, net);
     if (testing) feeder_close(&test, net);
@@ -216,8 +218,9 @@ int run_time(const Config *cfg, Net *net)
     }
     log_info("Average Forward pass: %.5f ms.", 1e3 * ftotal / n);
     log_info("Average Backward pass: %.5f ms.", 1e3 * btotal / n);
-    log_info("Average Forward-Backward: %.5f ms (%.4g images/s, synchronising after every layer).",
-             1e3 * total / n, n * net->batch / total);
+    log_info("Average Forward-Backward: %.5f ms (%.4g images/s, synchronising after every layer%s%s).",
+             1e3 * total / n, n * net->batch / total, be->clock_note ? "; " : "",
+             be->clock_note ? be->clock_note : "");
     free(fwd);
     free(bwd);
     feeder_close(&train, net);

@@ -187,6 +187,7 @@ static double sim_seconds(void)
 
 static const Backend sim_backend = {
     .name = "simulated GPU",
+    .clock_note = "simulated H100 time",
     .alloc = sim_alloc,
     .release = sim_release,
     .upload = sim_upload,
