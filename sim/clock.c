@@ -62,6 +62,7 @@ static sim_ns legacy_ready_locked(const cd_stream *s)
 {
     sim_ns ready = 0;
     if (s->is_null) {
+        ready = s->ctx->retired_blocking_vt_end;
         for (const cd_stream *b = s->ctx->streams; b; b = b->next)
             if (!(b->flags & CU_STREAM_NON_BLOCKING))
                 ready = later(ready, b->vt_end);
@@ -140,9 +141,18 @@ sim_ns cd_stream_vt_end_locked(const cd_stream *s)
 
 sim_ns cd_ctx_vt_end_locked(const cd_ctx *ctx)
 {
-    sim_ns end = ctx->null_stream ? ctx->null_stream->vt_end : 0;
+    sim_ns end = later(ctx->retired_vt_end, ctx->null_stream ? ctx->null_stream->vt_end : 0);
     for (const cd_stream *s = ctx->streams; s; s = s->next)
         end = later(end, s->vt_end);
+    return end;
+}
+
+sim_ns cd_device_vt_end_locked(int device)
+{
+    sim_ns end = 0;
+    for (const cd_ctx *ctx = cd.contexts; ctx; ctx = ctx->next)
+        if (ctx->device == device)
+            end = later(end, cd_ctx_vt_end_locked(ctx));
     return end;
 }
 
@@ -166,7 +176,7 @@ unsigned long long sim_device_done_ns(int device)
     if (device < 0 || device >= CD_MAX_DEVICES)
         return 0;
     pthread_mutex_lock(&cd.lock);
-    sim_ns done = cd_ctx_vt_end_locked(&cd.devices[device].primary);
+    sim_ns done = cd_device_vt_end_locked(device);
     pthread_mutex_unlock(&cd.lock);
     return done;
 }

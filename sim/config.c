@@ -1,5 +1,6 @@
 /* The simulator's configuration: how many devices, their shape (name, memory, SMs, compute
- * capability, copy engines, host VMM) and whether work is executed or only timed. Set
+ * capability, copy engines, host VMM, the memory the driver holds) and whether work is
+ * executed or only timed. Set
  * through sim.h before cuInit, else read from the environment at cuInit; what the API set
  * wins. A preset (LMS_SIM_DEVICE) gives every field of the shape, and the other variables
  * override single fields of it. */
@@ -16,19 +17,24 @@ typedef struct preset {
     unsigned long long capacity_mb;
     int sm_count, cc_major, cc_minor, async_engines;
     bool host_vmm;
+    /* Device memory the driver takes for each context, and for each kernel at its first launch
+     * in a context. GPU-FACTS.md has no figure for the H100: its 500 MiB per context is an
+     * assumption, and so are 2 MiB (one granule) per kernel. */
+    unsigned long long context_reserve_mb, kernel_reserve_mb;
 } preset;
 
 static const preset presets[] = {
-    /* The default: small, so that tests run out of memory soon; an H100 in all else. */
-    {"test", "lms simulated GPU", 1024, 132, 9, 0, 3, true},
+    /* The default: small, so that tests run out of memory soon, with a driver that takes
+     * little of it; an H100 in all else. */
+    {"test", "lms simulated GPU", 1024, 132, 9, 0, 3, true, 2, 2},
     /* The H100 of shared/GPU-FACTS.md. */
-    {"h100", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, 3, true},
+    {"h100", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, 3, true, 500, 2},
 };
 
 /* Fields the API set before cuInit. */
 static struct {
     bool device_count, capacity[CD_MAX_DEVICES], name, sm_count, cc, async_engines, host_vmm,
-        execution;
+        execution, context_reserve, kernel_reserve;
 } configured;
 
 static const preset *find_preset(const char *key)
@@ -51,6 +57,8 @@ static void apply_preset_locked(const preset *p)
     cd.cc_minor = p->cc_minor;
     cd.async_engines = p->async_engines;
     cd.host_vmm = p->host_vmm;
+    cd.context_reserve = (size_t)p->context_reserve_mb << 20;
+    cd.kernel_reserve = (size_t)p->kernel_reserve_mb << 20;
 }
 
 CUresult sim_set_device_preset(const char *key)
@@ -63,7 +71,7 @@ CUresult sim_set_device_preset(const char *key)
     for (int d = 0; d < CD_MAX_DEVICES; d++)
         configured.capacity[d] = true;
     configured.name = configured.sm_count = configured.cc = configured.async_engines =
-        configured.host_vmm = true;
+        configured.host_vmm = configured.context_reserve = configured.kernel_reserve = true;
     pthread_mutex_unlock(&cd.lock);
     return CUDA_SUCCESS;
 }
@@ -134,6 +142,22 @@ void sim_set_host_vmm(int supported)
     pthread_mutex_lock(&cd.lock);
     cd.host_vmm = supported != 0;
     configured.host_vmm = true;
+    pthread_mutex_unlock(&cd.lock);
+}
+
+void sim_set_context_reserve(size_t bytes)
+{
+    pthread_mutex_lock(&cd.lock);
+    cd.context_reserve = bytes;
+    configured.context_reserve = true;
+    pthread_mutex_unlock(&cd.lock);
+}
+
+void sim_set_kernel_reserve(size_t bytes)
+{
+    pthread_mutex_lock(&cd.lock);
+    cd.kernel_reserve = bytes;
+    configured.kernel_reserve = true;
     pthread_mutex_unlock(&cd.lock);
 }
 
@@ -228,6 +252,7 @@ CUresult cd_configure_locked(void)
     unsigned long long devices = 1, capacity_mb = shape->capacity_mb, host_vmm = shape->host_vmm;
     unsigned long long sms = (unsigned long long)shape->sm_count;
     unsigned long long engines = (unsigned long long)shape->async_engines;
+    unsigned long long context_mb = shape->context_reserve_mb, kernel_mb = shape->kernel_reserve_mb;
     int cc_major = shape->cc_major, cc_minor = shape->cc_minor;
     bool timing_only = false;
     if (!env_number("LMS_SIM_DEVICES", 0, CD_MAX_DEVICES, &devices) ||
@@ -235,16 +260,16 @@ CUresult cd_configure_locked(void)
         !env_number("LMS_SIM_HOST_VMM", 0, 1, &host_vmm) ||
         !env_number("LMS_SIM_SMS", 1, 65535, &sms) ||
         !env_number("LMS_SIM_ASYNC_ENGINES", 0, 64, &engines) || !env_name(&name) ||
+        !env_number("LMS_SIM_CONTEXT_RESERVE_MB", 0, 1ull << 30, &context_mb) ||
+        !env_number("LMS_SIM_KERNEL_RESERVE_MB", 0, 1ull << 30, &kernel_mb) ||
         !env_compute_capability(&cc_major, &cc_minor) ||
         !env_execution(&timing_only))
         return CUDA_ERROR_INVALID_VALUE;
     if (!configured.device_count)
         cd.device_count = (int)devices;
-    for (int d = 0; d < CD_MAX_DEVICES; d++) {
+    for (int d = 0; d < CD_MAX_DEVICES; d++)
         if (!configured.capacity[d])
             cd.devices[d].capacity = (size_t)capacity_mb << 20;
-        cd.devices[d].primary.device = d;
-    }
     if (!configured.name)
         snprintf(cd.device_name, sizeof cd.device_name, "%s", name);
     if (!configured.sm_count)
@@ -259,5 +284,9 @@ CUresult cd_configure_locked(void)
         cd.host_vmm = host_vmm != 0;
     if (!configured.execution)
         cd.timing_only = timing_only;
+    if (!configured.context_reserve)
+        cd.context_reserve = (size_t)context_mb << 20;
+    if (!configured.kernel_reserve)
+        cd.kernel_reserve = (size_t)kernel_mb << 20;
     return CUDA_SUCCESS;
 }

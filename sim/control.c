@@ -1,5 +1,5 @@
-/* The simulator's state, its call counters and fault injection, its log, and the device and
- * context entry points. Its configuration is read in config.c. */
+/* The simulator's state, its call counters and fault injection, its log, faults, and the
+ * device entry points. Its configuration is read in config.c, contexts live in contexts.c. */
 #include "sim/sim_internal.h"
 
 #include <stdarg.h>
@@ -12,8 +12,6 @@ struct cd_state cd = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .progress = PTHREAD_COND_INITIALIZER,
 };
-
-static __thread cd_ctx *current_ctx;
 
 /* The simulator's variables are LMS_SIM_*; the names it had as a test double, CUDADOUBLE_*,
  * are still read for one release when the new name is unset. */
@@ -142,7 +140,7 @@ __attribute__((constructor)) static void handle_fork(void)
     pthread_atfork(lock_for_fork, unlock_after_fork, unlock_in_child);
 }
 
-bool cd_enter(const char *entry_point, bool needs_init, CUresult *result)
+bool cd_enter(const char *entry_point, cd_entry_checks checks, CUresult *result)
 {
     pthread_mutex_lock(&stats_lock);
     entry_stats *s = stats_for(entry_point);
@@ -155,10 +153,14 @@ bool cd_enter(const char *entry_point, bool needs_init, CUresult *result)
     cd_host_charge(host_ns);
     if (injected)
         return true;
-    if (!needs_init)
+    if (checks == CD_CHECK_NOTHING)
         return false;
+    cd_ctx *ctx;
     pthread_mutex_lock(&cd.lock);
-    *result = !cd.initialized ? CUDA_ERROR_NOT_INITIALIZED : cd.sticky_error;
+    *result = !cd.initialized ? CUDA_ERROR_NOT_INITIALIZED
+              : checks == CD_CHECK_INIT_AND_FAULT && cd_current_ctx_locked(&ctx) == CUDA_SUCCESS
+                  ? ctx->sticky_error
+                  : CUDA_SUCCESS;
     pthread_mutex_unlock(&cd.lock);
     return *result != CUDA_SUCCESS;
 }
@@ -206,6 +208,21 @@ size_t sim_device_used(int device)
     return read_locked(&cd.devices[device].used);
 }
 
+size_t sim_device_reserved(int device)
+{
+    if (device < 0 || device >= CD_MAX_DEVICES)
+        return 0;
+    return read_locked(&cd.devices[device].reserved);
+}
+
+void cd_fault_locked(cd_ctx *ctx, const char *what)
+{
+    if (ctx->sticky_error != CUDA_SUCCESS)
+        return;
+    ctx->sticky_error = CUDA_ERROR_ILLEGAL_ADDRESS;
+    cd_log("%s: CUDA_ERROR_ILLEGAL_ADDRESS, and every later call in its context fails", what);
+}
+
 unsigned long sim_unsupported_calls(void)
 {
     pthread_mutex_lock(&cd.lock);
@@ -226,6 +243,8 @@ CUresult cuInit(unsigned int Flags)
     if (!cd.initialized) {
         result = cd_configure_locked();
         cd.initialized = result == CUDA_SUCCESS;
+        if (cd.initialized)
+            cd_contexts_init_locked();
     }
     pthread_mutex_unlock(&cd.lock);
     return result;
@@ -377,126 +396,28 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* ---- contexts: the primary context of each device, current per thread ---- */
-
-CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+size_t cd_device_free_locked(int device)
 {
-    CD_ENTER("cuDevicePrimaryCtxRetain");
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    pthread_mutex_lock(&cd.lock);
-    cd_ctx *ctx = &cd.devices[dev].primary;
-    ctx->retained++;
-    pthread_mutex_unlock(&cd.lock);
-    *pctx = (CUcontext)ctx;
-    return CUDA_SUCCESS;
+    const cd_device *dev = &cd.devices[device];
+    size_t taken = dev->used + dev->reserved;
+    return taken < dev->capacity ? dev->capacity - taken : 0;
 }
 
-/* The context stays usable at retain count 0: the simulator never tears a context down. */
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    CD_ENTER("cuDevicePrimaryCtxRelease");
-    if (!valid_device(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    CUresult result = CUDA_SUCCESS;
-    pthread_mutex_lock(&cd.lock);
-    cd_ctx *ctx = &cd.devices[dev].primary;
-    if (ctx->retained == 0)
-        result = CUDA_ERROR_INVALID_CONTEXT;
-    else
-        ctx->retained--;
-    pthread_mutex_unlock(&cd.lock);
-    return result;
-}
-
-static bool known_ctx(CUcontext ctx)
-{
-    pthread_mutex_lock(&cd.lock);
-    bool known = false;
-    for (int d = 0; d < cd.device_count; d++)
-        known = known || ctx == (CUcontext)&cd.devices[d].primary;
-    pthread_mutex_unlock(&cd.lock);
-    return known;
-}
-
-CUresult cuCtxSetCurrent(CUcontext ctx)
-{
-    CD_ENTER("cuCtxSetCurrent");
-    if (ctx && !known_ctx(ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    current_ctx = (cd_ctx *)ctx;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxGetCurrent(CUcontext *pctx)
-{
-    CD_ENTER("cuCtxGetCurrent");
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    *pctx = (CUcontext)current_ctx;
-    return CUDA_SUCCESS;
-}
-
-CUresult cd_current_ctx(cd_ctx **ctx)
-{
-    *ctx = current_ctx;
-    return current_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-}
-
-CUresult cuCtxGetDevice(CUdevice *device)
-{
-    CD_ENTER("cuCtxGetDevice");
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!current_ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *device = current_ctx->device;
-    return CUDA_SUCCESS;
-}
-
-/* CUDA 13: ctx NULL means the current context. */
-CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
-{
-    CD_ENTER("cuCtxGetDevice");
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    cd_ctx *c = ctx ? (cd_ctx *)ctx : current_ctx;
-    if (!c || !known_ctx((CUcontext)c))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *device = c->device;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxSynchronize(void)
-{
-    CD_ENTER("cuCtxSynchronize");
-    return cd_ctx_synchronize(NULL);
-}
-
-/* CUDA 13: ctx NULL means the current context. */
-CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    CD_ENTER("cuCtxSynchronize");
-    if (ctx && !known_ctx(ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return cd_ctx_synchronize((cd_ctx *)ctx);
-}
-
+/* Free counts out what the driver holds for its contexts and kernels, as on the GPU. */
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     CD_ENTER("cuMemGetInfo");
     if (!free || !total)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!current_ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    cd_ctx *ctx;
     pthread_mutex_lock(&cd.lock);
-    cd_device *dev = &cd.devices[current_ctx->device];
-    *total = dev->capacity;
-    *free = dev->capacity - dev->used;
+    CUresult result = cd_current_ctx_locked(&ctx);
+    if (result == CUDA_SUCCESS) {
+        *total = cd.devices[ctx->device].capacity;
+        *free = cd_device_free_locked(ctx->device);
+    }
     pthread_mutex_unlock(&cd.lock);
-    return CUDA_SUCCESS;
+    return result;
 }
 
 /* ---- error strings ---- */
@@ -511,6 +432,16 @@ static const struct {
     {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+     "context is destroyed"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
+     "peer access has not been enabled"},
+    {CUDA_ERROR_TOO_MANY_PEERS, "CUDA_ERROR_TOO_MANY_PEERS",
+     "peer mapping resources exhausted"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
@@ -527,6 +458,23 @@ static const struct {
      "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+     "operation would result in a merge of separate capture sequences"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+     "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+     "the graph update was not performed because it included changes which violated "
+     "constraints specific to instantiated graph update"},
     {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
      "the operation cannot be performed in the present state"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},

@@ -1,8 +1,14 @@
 /* Events: recorded into streams, queried, synchronized, waited on by other streams, timed.
- * An event counts the records issued (record_seq) and the records executed (done_seq). */
+ * An event counts the records issued (record_seq) and the records executed (done_seq). An
+ * event belongs to the context current when it was made, and dies with it.
+ *
+ * Recorded into a capturing stream, an event is not queued: it remembers where the capture
+ * stood (capture.c), so that a stream waiting for it joins the capture there; until recorded
+ * again outside a capture, it cannot be queried or synchronized (CUDA_ERROR_CAPTURED_EVENT). */
 #include "sim/sim_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static cd_event *live_events;
 
@@ -14,16 +20,37 @@ static cd_event *find_event_locked(CUevent hEvent)
     return NULL;
 }
 
+CUresult cd_event_set_capture_locked(cd_event *event, unsigned long long capture_id,
+                                     cd_node *const *deps, size_t dep_count)
+{
+    cd_node **copy = NULL;
+    if (dep_count > 0) {
+        if (!(copy = malloc(dep_count * sizeof *copy)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(copy, deps, dep_count * sizeof *copy);
+    }
+    free(event->capture_deps);
+    event->capture_id = capture_id;
+    event->capture_deps = copy;
+    event->capture_dep_count = dep_count;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     CD_ENTER("cuEventCreate");
     if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
                                          CU_EVENT_INTERPROCESS)))
         return CUDA_ERROR_INVALID_VALUE;
+    cd_ctx *ctx;
+    CUresult result = cd_current_ctx(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
     cd_event *e = calloc(1, sizeof *e);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->flags = Flags;
+    e->ctx = ctx;
     e->refs = 1;
     pthread_mutex_lock(&cd.lock);
     e->next = live_events;
@@ -31,6 +58,13 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     pthread_mutex_unlock(&cd.lock);
     *phEvent = (CUevent)e;
     return CUDA_SUCCESS;
+}
+
+static void forget_locked(cd_event **link)
+{
+    cd_event *e = *link;
+    *link = e->next;
+    cd_event_unref_locked(e);
 }
 
 /* Returns at once; queued records and waits keep the event alive until they ran. */
@@ -41,37 +75,49 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     cd_event **link = &live_events;
     while (*link && (CUevent)*link != hEvent)
         link = &(*link)->next;
-    cd_event *e = *link;
-    if (e) {
-        *link = e->next;
-        cd_event_unref_locked(e);
-    }
+    bool found = *link != NULL;
+    if (found)
+        forget_locked(link);
     pthread_mutex_unlock(&cd.lock);
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Queues a record of hEvent (its next one), or a wait for its last record, on hStream. The op
- * holds a reference to the event. Waiting for an event never recorded waits for nothing. */
-static CUresult enqueue_event_op(cd_op_kind kind, CUevent hEvent, CUstream hStream)
+void cd_events_release_ctx_locked(const cd_ctx *ctx)
 {
-    cd_op *op = cd_op_new(kind);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    bool record = kind == CD_OP_EVENT_RECORD;
+    for (cd_event **link = &live_events; *link;) {
+        if ((*link)->ctx == ctx)
+            forget_locked(link);
+        else
+            link = &(*link)->next;
+    }
+}
+
+/* Queues a record of hEvent (its next one) on hStream. The op holds a reference to the event.
+ * The event and the stream must share a context. */
+static CUresult record(CUevent hEvent, CUstream hStream)
+{
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
-    CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
-    if (e && (record || e->record_seq > 0)) {
-        e->refs++;
-        op->u.event.event = e;
-        op->u.event.seq = e->record_seq + (record ? 1 : 0);
-        cd_stream *s;
-        result = cd_enqueue_locked(hStream, op, &s); /* which frees op when it fails */
-        if (result == CUDA_SUCCESS && record)
+    cd_stream *s;
+    CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE : cd_resolve_stream_locked(hStream, &s);
+    if (result == CUDA_SUCCESS && s->ctx != e->ctx)
+        result = CUDA_ERROR_INVALID_HANDLE;
+    if (result == CUDA_SUCCESS && s->capture) {
+        result = cd_capture_record_event_locked(s, e);
+    } else if (result == CUDA_SUCCESS) {
+        cd_op *op = cd_op_new(CD_OP_EVENT_RECORD);
+        result = !op ? CUDA_ERROR_OUT_OF_MEMORY : cd_event_set_capture_locked(e, 0, NULL, 0);
+        if (result == CUDA_SUCCESS) {
+            e->refs++;
+            op->u.event.event = e;
+            op->u.event.seq = e->record_seq + 1;
+            result = cd_enqueue_locked(hStream, op, &s);
+            op = NULL; /* cd_enqueue_locked owns it, and frees it when it fails */
+        }
+        free(op);
+        if (result == CUDA_SUCCESS)
             e->record_seq++;
-        op = NULL;
     }
-    free(op);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -79,15 +125,29 @@ static CUresult enqueue_event_op(cd_op_kind kind, CUevent hEvent, CUstream hStre
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     CD_ENTER("cuEventRecord");
-    return enqueue_event_op(CD_OP_EVENT_RECORD, hEvent, hStream);
+    return record(hEvent, hStream);
 }
 
+/* CU_EVENT_RECORD_EXTERNAL (an event-record node in a capture) is not modelled. */
 CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
     CD_ENTER("cuEventRecordWithFlags");
+    if (flags == CU_EVENT_RECORD_EXTERNAL)
+        return cd_unsupported("cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL)");
     if (flags != CU_EVENT_RECORD_DEFAULT)
         return CUDA_ERROR_INVALID_VALUE;
-    return enqueue_event_op(CD_OP_EVENT_RECORD, hEvent, hStream);
+    return record(hEvent, hStream);
+}
+
+/* Queries and waits are refused for an event last recorded into a capture, and, as potentially
+ * unsafe calls, where the thread's capture mode forbids them. */
+static CUresult check_queryable_locked(const cd_event *e, const char *call)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (e->capture_id)
+        return CUDA_ERROR_CAPTURED_EVENT;
+    return cd_capture_unsafe_call_locked(call);
 }
 
 CUresult cuEventQuery(CUevent hEvent)
@@ -95,9 +155,9 @@ CUresult cuEventQuery(CUevent hEvent)
     CD_ENTER("cuEventQuery");
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
-    CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE
-                      : e->done_seq < e->record_seq || e->vt_recorded > cd_host_now()
-                          ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    CUresult result = check_queryable_locked(e, "cuEventQuery");
+    if (result == CUDA_SUCCESS && (e->done_seq < e->record_seq || e->vt_recorded > cd_host_now()))
+        result = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -107,13 +167,14 @@ CUresult cuEventSynchronize(CUevent hEvent)
     CD_ENTER("cuEventSynchronize");
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
-    if (e) {
+    CUresult result = check_queryable_locked(e, "cuEventSynchronize");
+    if (result == CUDA_SUCCESS) {
         unsigned long target = e->record_seq;
         while (e->done_seq < target)
             pthread_cond_wait(&cd.progress, &cd.lock);
         cd_host_wait_until(e->vt_recorded);
+        result = e->ctx->sticky_error;
     }
-    CUresult result = e ? cd.sticky_error : CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -128,6 +189,8 @@ static CUresult elapsed_time(float *pMilliseconds, CUevent hStart, CUevent hEnd)
     if (!start || !end || start->record_seq == 0 || end->record_seq == 0 ||
         ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING))
         result = CUDA_ERROR_INVALID_HANDLE;
+    else if (start->capture_id || end->capture_id)
+        result = CUDA_ERROR_CAPTURED_EVENT;
     else if (start->done_seq < start->record_seq || end->done_seq < end->record_seq)
         result = CUDA_ERROR_NOT_READY;
     else
@@ -148,10 +211,33 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
     return elapsed_time(pMilliseconds, hStart, hEnd);
 }
 
+/* Queues a wait for the event's last record; waiting for an event never recorded waits for
+ * nothing. Events of other contexts may be waited for. A capturing stream, or an event
+ * recorded into a capture, makes it a matter for the capture (capture.c). */
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     CD_ENTER("cuStreamWaitEvent");
+    if (Flags == CU_EVENT_WAIT_EXTERNAL)
+        return cd_unsupported("cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL)");
     if (Flags != CU_EVENT_WAIT_DEFAULT)
         return CUDA_ERROR_INVALID_VALUE;
-    return enqueue_event_op(CD_OP_EVENT_WAIT, hEvent, hStream);
+    pthread_mutex_lock(&cd.lock);
+    cd_event *e = find_event_locked(hEvent);
+    cd_stream *s;
+    CUresult result = !e ? CUDA_ERROR_INVALID_HANDLE : cd_resolve_stream_locked(hStream, &s);
+    if (result == CUDA_SUCCESS && (s->capture || e->capture_id)) {
+        result = cd_capture_wait_event_locked(s, e);
+    } else if (result == CUDA_SUCCESS && e->record_seq > 0) {
+        cd_op *op = cd_op_new(CD_OP_EVENT_WAIT);
+        if (op) {
+            e->refs++;
+            op->u.event.event = e;
+            op->u.event.seq = e->record_seq;
+            result = cd_enqueue_locked(hStream, op, &s);
+        } else {
+            result = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return result;
 }

@@ -9,7 +9,12 @@
  * handle (liblms caches parameter layouts so) must be tested against reuse. A launch op
  * remembers the generation of its slot, so that a graph captured before an unload cannot
  * replay a kernel that is gone. The slots are guarded by cd.lock; a queued launch keeps its
- * slot from being freed, so that the worker thread reads it without the lock. */
+ * slot from being freed, so that the worker thread reads it without the lock.
+ *
+ * A kernel is loaded into a context at its first launch there (lazy loading, as the real
+ * driver does by default), and the driver then holds device memory for it (code, local
+ * memory) until the kernel is unloaded or the context goes: a launch on a full device fails
+ * with OUT_OF_MEMORY. */
 #include "sim/sim_internal.h"
 
 #include <stdlib.h>
@@ -26,6 +31,8 @@ struct cd_kernel {
     size_t *sizes, *offsets;    /* [param_count] */
     size_t args_size;           /* bytes of the packed parameter buffer */
     unsigned long queued;       /* launches queued on streams and not yet finished */
+    cd_ctx **loaded_in;         /* contexts it was loaded into, each holding driver memory */
+    size_t loaded_count;
     struct cd_kernel *function; /* a CUkernel's CUfunction, made by cuKernelGetFunction */
     struct cd_kernel *next;     /* every slot, live or free */
     struct cd_kernel *next_free;
@@ -82,6 +89,11 @@ cd_kernel *cd_kernel_add_locked(const sim_module_kernel *desc, bool is_function)
 
 static void free_slot_locked(struct cd_kernel *k)
 {
+    for (size_t i = 0; i < k->loaded_count; i++)
+        cd_ctx_unreserve_locked(k->loaded_in[i], cd.kernel_reserve);
+    free(k->loaded_in);
+    k->loaded_in = NULL;
+    k->loaded_count = 0;
     free(k->name);
     free(k->sizes);
     free(k->offsets);
@@ -175,31 +187,56 @@ void cd_kernel_run(const cd_op *op)
     free(launch.params);
 }
 
+/* What a launch's cost function says: its operations, and the bytes it moves through each of
+ * its `count` parameters, with the pointer each pointer-sized one holds. Without a cost
+ * function, nothing (count 0). */
+typedef struct launch_cost {
+    sim_kernel_cost cost;
+    uintptr_t pointers[SIM_MAX_KERNEL_PARAMS];
+    int count;
+} launch_cost;
+
+static void cost_of(const cd_op *op, launch_cost *lc)
+{
+    memset(lc, 0, sizeof *lc);
+    const struct cd_kernel *k = op->u.launch.kernel;
+    if (!k->cost)
+        return;
+    sim_launch launch = launch_of(op);
+    k->cost(&launch, &lc->cost);
+    lc->count = k->param_count; /* at most SIM_MAX_KERNEL_PARAMS: modules are checked at load */
+    for (int i = 0; i < k->param_count; i++)
+        if (k->sizes[i] == sizeof lc->pointers[i])
+            memcpy(&lc->pointers[i], launch.params[i], sizeof lc->pointers[i]);
+    free(launch.params);
+}
+
 /* A pointer parameter's bytes are priced where the pointer points: a kernel reaches
  * host-located and pinned memory over the bus, at the zero-copy rate. */
 void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes)
 {
-    *flops = *device_bytes = *host_bytes = 0;
-    const struct cd_kernel *k = op->u.launch.kernel;
-    if (!k->cost)
-        return;
-    sim_kernel_cost cost;
-    memset(&cost, 0, sizeof cost);
-    sim_launch launch = launch_of(op);
-    k->cost(&launch, &cost);
-    *flops = cost.flops;
-    for (int i = 0; i < k->param_count; i++) {
-        if (cost.bytes[i] <= 0)
+    launch_cost lc;
+    cost_of(op, &lc);
+    *flops = lc.cost.flops;
+    *device_bytes = *host_bytes = 0;
+    for (int i = 0; i < lc.count; i++) {
+        if (lc.cost.bytes[i] <= 0)
             continue;
-        uintptr_t ptr = 0;
-        if (k->sizes[i] == sizeof ptr)
-            memcpy(&ptr, launch.params[i], sizeof ptr);
-        if (ptr && cd_memory_kind_locked(ptr) != CD_MEMORY_DEVICE)
-            *host_bytes += cost.bytes[i];
+        if (lc.pointers[i] && cd_memory_kind_locked(lc.pointers[i]) != CD_MEMORY_DEVICE)
+            *host_bytes += lc.cost.bytes[i];
         else
-            *device_bytes += cost.bytes[i];
+            *device_bytes += lc.cost.bytes[i];
     }
-    free(launch.params);
+}
+
+bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx)
+{
+    launch_cost lc;
+    cost_of(op, &lc);
+    for (int i = 0; i < lc.count; i++)
+        if (lc.cost.bytes[i] > 0 && lc.pointers[i] && !cd_kernel_may_touch_locked(lc.pointers[i], ctx))
+            return false;
+    return true;
 }
 
 CUresult cd_kernel_args_dup_locked(const cd_op *op, unsigned char **copy)
@@ -234,9 +271,8 @@ static CUresult args_from_extra(const struct cd_kernel *k, void **extra, unsigne
     return CUDA_SUCCESS;
 }
 
-/* Under cd.lock from the look-up to the queue: an unload cannot come between. */
-static CUresult launch_locked(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                              CUstream hStream, void **kernelParams, void **extra)
+CUresult cd_kernel_op_locked(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                             unsigned shared_bytes, void **kernelParams, void **extra, cd_op **op)
 {
     struct cd_kernel *k = find_kernel_locked(f);
     if (!k)
@@ -246,10 +282,10 @@ static CUresult launch_locked(CUfunction f, const unsigned grid[3], const unsign
             return CUDA_ERROR_INVALID_VALUE;
     if ((kernelParams && extra) || (k->param_count > 0 && !kernelParams && !extra))
         return CUDA_ERROR_INVALID_VALUE;
-    cd_op *op = cd_op_new(CD_OP_KERNEL);
+    cd_op *launch = cd_op_new(CD_OP_KERNEL);
     unsigned char *args = calloc(1, k->args_size + 1);
-    if (!op || !args) {
-        free(op);
+    if (!launch || !args) {
+        free(launch);
         free(args);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -260,24 +296,90 @@ static CUresult launch_locked(CUfunction f, const unsigned grid[3], const unsign
         for (int i = 0; i < k->param_count; i++)
             memcpy(args + k->offsets[i], kernelParams[i], k->sizes[i]);
     if (result != CUDA_SUCCESS) {
-        free(op);
+        free(launch);
         free(args);
         return result;
     }
-    op->u.launch.kernel = k;
-    op->u.launch.generation = k->generation;
-    op->u.launch.args = args;
-    memcpy(op->u.launch.grid, grid, sizeof op->u.launch.grid);
-    memcpy(op->u.launch.block, block, sizeof op->u.launch.block);
-    cd_stream *stream;
-    return cd_enqueue_locked(hStream, op, &stream);
+    launch->u.launch.kernel = k;
+    launch->u.launch.generation = k->generation;
+    launch->u.launch.args = args;
+    launch->u.launch.shared_bytes = shared_bytes;
+    memcpy(launch->u.launch.grid, grid, sizeof launch->u.launch.grid);
+    memcpy(launch->u.launch.block, block, sizeof launch->u.launch.block);
+    *op = launch;
+    return CUDA_SUCCESS;
+}
+
+CUresult cd_kernel_load_locked(const cd_op *op, cd_ctx *ctx)
+{
+    struct cd_kernel *k = op->u.launch.kernel;
+    for (size_t i = 0; i < k->loaded_count; i++)
+        if (k->loaded_in[i] == ctx)
+            return CUDA_SUCCESS;
+    cd_ctx **grown = realloc(k->loaded_in, (k->loaded_count + 1) * sizeof *grown);
+    if (!grown)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    k->loaded_in = grown;
+    CUresult result = cd_ctx_reserve_locked(ctx, cd.kernel_reserve);
+    if (result == CUDA_SUCCESS)
+        k->loaded_in[k->loaded_count++] = ctx;
+    else
+        cd_log("loading kernel %s: its %zu bytes of device memory do not fit: "
+               "CUDA_ERROR_OUT_OF_MEMORY", k->name, cd.kernel_reserve);
+    return result;
+}
+
+/* The driver memory goes back with the context's own. */
+void cd_kernels_release_ctx_locked(const cd_ctx *ctx)
+{
+    for (struct cd_kernel *k = slots; k; k = k->next) {
+        for (size_t i = 0; i < k->loaded_count;) {
+            if (k->loaded_in[i] == ctx)
+                k->loaded_in[i] = k->loaded_in[--k->loaded_count];
+            else
+                i++;
+        }
+    }
+}
+
+void **cd_kernel_params_of(const cd_op *op)
+{
+    if (op->u.launch.kernel->generation != op->u.launch.generation)
+        return NULL;
+    sim_launch launch = launch_of(op);
+    return launch.params;
+}
+
+CUfunction cd_kernel_handle(const cd_op *op)
+{
+    return (CUfunction)op->u.launch.kernel;
+}
+
+/* Under cd.lock from the look-up to the queue: an unload cannot come between. */
+static CUresult launch_locked(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                              unsigned shared_bytes, CUstream hStream, void **kernelParams,
+                              void **extra)
+{
+    cd_stream *s;
+    cd_op *op;
+    CUresult result = cd_resolve_stream_locked(hStream, &s);
+    if (result == CUDA_SUCCESS)
+        result = cd_kernel_op_locked(f, grid, block, shared_bytes, kernelParams, extra, &op);
+    if (result != CUDA_SUCCESS)
+        return result;
+    result = cd_kernel_load_locked(op, s->ctx);
+    if (result != CUDA_SUCCESS) {
+        cd_op_free_locked(op);
+        return result;
+    }
+    return cd_enqueue_locked(hStream, op, &s);
 }
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                       CUstream hStream, void **kernelParams, void **extra)
+                       unsigned shared_bytes, CUstream hStream, void **kernelParams, void **extra)
 {
     pthread_mutex_lock(&cd.lock);
-    CUresult result = launch_locked(f, grid, block, hStream, kernelParams, extra);
+    CUresult result = launch_locked(f, grid, block, shared_bytes, hStream, kernelParams, extra);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -288,10 +390,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         void **kernelParams, void **extra)
 {
     CD_ENTER("cuLaunchKernel");
-    (void)sharedMemBytes;
     const unsigned grid[3] = {gridDimX, gridDimY, gridDimZ};
     const unsigned block[3] = {blockDimX, blockDimY, blockDimZ};
-    return launch(f, grid, block, hStream, kernelParams, extra);
+    return launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra);
 }
 
 /* Launch attributes (cooperative, clusters, priorities...) are accepted and ignored. */
@@ -303,7 +404,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **ker
         return CUDA_ERROR_INVALID_VALUE;
     const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
     const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
-    return launch(f, grid, block, config->hStream, kernelParams, extra);
+    return launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -313,10 +414,9 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    void **kernelParams)
 {
     CD_ENTER("cuLaunchCooperativeKernel");
-    (void)sharedMemBytes;
     const unsigned grid[3] = {gridDimX, gridDimY, gridDimZ};
     const unsigned block[3] = {blockDimX, blockDimY, blockDimZ};
-    return launch(f, grid, block, hStream, kernelParams, NULL);
+    return launch(f, grid, block, sharedMemBytes, hStream, kernelParams, NULL);
 }
 
 /* ---- introspection: CUkernel and CUfunction answer only their own family ---- */

@@ -3,9 +3,9 @@
 SIM_DIR := $(BUILD)/sim
 SIM_LIB := $(SIM_DIR)/libcuda.so.1
 
-SIM_SRC := $(addprefix sim/,control.c config.c memory.c streams.c events.c capture.c \
-                    transfers.c kernels.c modules.c per_thread.c procaddress.c \
-                    timing.c calibration.c clock.c report.c)
+SIM_SRC := $(addprefix sim/,control.c config.c contexts.c memory.c vmm.c pointers.c ipc.c \
+                    streams.c events.c capture.c graphs.c transfers.c kernels.c modules.c \
+                    per_thread.c procaddress.c timing.c calibration.c clock.c report.c)
 SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o)
 
 # One stub per entry point that cuda.h declares, named without version or stream suffix.
@@ -27,10 +27,12 @@ $(SIM_DIR)/libcuda.so: $(SIM_LIB)
 	ln -sf libcuda.so.1 $@
 
 ALL_TARGETS += $(SIM_LIB) $(SIM_DIR)/libcuda.so
+INSTALL_SIM += $(SIM_LIB)
 
 # The simulator's own tests. Each links the simulator directly (rpath: no other libcuda is found),
 # except sim_loading, which finds it the way cudart does.
-SIM_TEST_NAMES := devices faults graphs kernels loading memory modules streams timing timing_only vmm
+SIM_TEST_NAMES := access capture contexts devices driver_memory faults graphs kernels loading memory \
+                  modules per_thread pointers streams timing timing_only vmm
 SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
 
 # tests/module.mk, included after this file, names $(BUILD)/tests/tap.o TAP_OBJ.
@@ -52,7 +54,8 @@ $(BUILD)/tests/sim_test_module_other.so: tests/sim_test_module.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -DSIM_TEST_MODULE_OTHER -shared $(LDFLAGS) -o $@ $<
 
-$(BUILD)/tests/sim_modules.t $(BUILD)/tests/sim_timing.t: $(BUILD)/tests/sim_test_module.so \
+$(BUILD)/tests/sim_modules.t $(BUILD)/tests/sim_timing.t $(BUILD)/tests/sim_access.t \
+  $(BUILD)/tests/sim_driver_memory.t: $(BUILD)/tests/sim_test_module.so \
   $(BUILD)/tests/sim_test_module_other.so
 
 .SECONDARY: $(SIM_TESTS:.t=.o)

@@ -224,7 +224,7 @@ static CUresult unload(const void *handle, bool is_library, const char *entry)
             pthread_cond_wait(&cd.progress, &cd.lock);
         /* In virtual time the launches' ends are not kept per module: wait for the device. */
         for (int d = 0; d < cd.device_count; d++)
-            cd_host_wait_until(cd_ctx_vt_end_locked(&cd.devices[d].primary));
+            cd_host_wait_until(cd_device_vt_end_locked(d));
         cd_kernels_remove_locked(m->kernels, m->table->kernel_count);
         free_module_locked(m);
     }

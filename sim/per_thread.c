@@ -1,112 +1,144 @@
 /* The per-thread-default-stream variants (_ptds, _ptsz) of the entry points the simulator
  * implements. cuGetProcAddress hands them out for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
- * The simulator runs the per-thread default stream as the legacy NULL stream, so each one
- * forwards to its legacy form; the library links with -Bsymbolic-functions, so these calls
- * stay inside the simulator even when an interposer exports the same names. */
+ * Each runs its legacy form with the NULL handle naming the calling thread's per-thread stream:
+ * where the legacy form takes no stream (synchronous copies and memsets), that is where it runs.
+ * The library links with -Bsymbolic-functions, so these calls stay inside the simulator even
+ * when an interposer exports the same names. */
 #include "sim/per_thread.h"
+#include "sim/sim_internal.h"
+
+/* The body of a variant: call, with NULL naming the per-thread stream while it runs. */
+#define PER_THREAD(call)                                                                     \
+    {                                                                                        \
+        cd_default_stream_per_thread(true);                                                  \
+        CUresult result_ = call;                                                             \
+        cd_default_stream_per_thread(false);                                                 \
+        return result_;                                                                      \
+    }
 
 CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
-{ return cuMemcpy(dst, src, ByteCount); }
+PER_THREAD(cuMemcpy(dst, src, ByteCount))
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
-{ return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount); }
+PER_THREAD(cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount))
 CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
-{ return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount); }
+PER_THREAD(cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount))
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
-{ return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount); }
+PER_THREAD(cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount))
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{ return cuMemcpy2D_v2(pCopy); }
+PER_THREAD(cuMemcpy2D_v2(pCopy))
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{ return cuMemsetD8_v2(dstDevice, uc, N); }
+PER_THREAD(cuMemsetD8_v2(dstDevice, uc, N))
 CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
-{ return cuMemsetD16_v2(dstDevice, us, N); }
+PER_THREAD(cuMemsetD16_v2(dstDevice, us, N))
 CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{ return cuMemsetD32_v2(dstDevice, ui, N); }
+PER_THREAD(cuMemsetD32_v2(dstDevice, ui, N))
 CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
                               size_t Width, size_t Height)
-{ return cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height); }
+PER_THREAD(cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height))
 CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
                                size_t Width, size_t Height)
-{ return cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height); }
+PER_THREAD(cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height))
 CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                size_t Width, size_t Height)
-{ return cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height); }
+PER_THREAD(cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height))
 CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                            CUcontext srcContext, size_t ByteCount)
-{ return cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount); }
+PER_THREAD(cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount))
 
 CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
-{ return cuMemcpyAsync(dst, src, ByteCount, hStream); }
+PER_THREAD(cuMemcpyAsync(dst, src, ByteCount, hStream))
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                    CUstream hStream)
-{ return cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream); }
+PER_THREAD(cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream))
 CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
-{ return cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream); }
+PER_THREAD(cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream))
 CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
-{ return cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream); }
+PER_THREAD(cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream))
 CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{ return cuMemcpy2DAsync_v2(pCopy, hStream); }
+PER_THREAD(cuMemcpy2DAsync_v2(pCopy, hStream))
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
-{ return cuMemsetD8Async(dstDevice, uc, N, hStream); }
+PER_THREAD(cuMemsetD8Async(dstDevice, uc, N, hStream))
 CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
-{ return cuMemsetD16Async(dstDevice, us, N, hStream); }
+PER_THREAD(cuMemsetD16Async(dstDevice, us, N, hStream))
 CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
-{ return cuMemsetD32Async(dstDevice, ui, N, hStream); }
+PER_THREAD(cuMemsetD32Async(dstDevice, ui, N, hStream))
 CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
                                 size_t Width, size_t Height, CUstream hStream)
-{ return cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream); }
+PER_THREAD(cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream))
 CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
                                  size_t Width, size_t Height, CUstream hStream)
-{ return cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream); }
+PER_THREAD(cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream))
 CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                  size_t Width, size_t Height, CUstream hStream)
-{ return cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream); }
+PER_THREAD(cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream))
 CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                                 CUcontext srcContext, size_t ByteCount, CUstream hStream)
-{ return cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream); }
+PER_THREAD(cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream))
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{ return cuMemAllocAsync(dptr, bytesize, hStream); }
+PER_THREAD(cuMemAllocAsync(dptr, bytesize, hStream))
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{ return cuMemFreeAsync(dptr, hStream); }
+PER_THREAD(cuMemFreeAsync(dptr, hStream))
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                              unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void **kernelParams, void **extra)
-{
-    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                          sharedMemBytes, hStream, kernelParams, extra);
-}
+PER_THREAD(cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                          sharedMemBytes, hStream, kernelParams, extra))
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                void **extra)
-{ return cuLaunchKernelEx(config, f, kernelParams, extra); }
+PER_THREAD(cuLaunchKernelEx(config, f, kernelParams, extra))
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                         unsigned int gridDimZ, unsigned int blockDimX,
                                         unsigned int blockDimY, unsigned int blockDimZ,
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams)
-{
-    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                     blockDimZ, sharedMemBytes, hStream, kernelParams);
-}
+PER_THREAD(cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                     blockDimZ, sharedMemBytes, hStream, kernelParams))
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
-{ return cuLaunchHostFunc(hStream, fn, userData); }
+PER_THREAD(cuLaunchHostFunc(hStream, fn, userData))
 
-CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
-CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
+CUresult cuStreamSynchronize_ptsz(CUstream hStream) PER_THREAD(cuStreamSynchronize(hStream))
+CUresult cuStreamQuery_ptsz(CUstream hStream) PER_THREAD(cuStreamQuery(hStream))
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{ return cuStreamWaitEvent(hStream, hEvent, Flags); }
+PER_THREAD(cuStreamWaitEvent(hStream, hEvent, Flags))
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{ return cuEventRecord(hEvent, hStream); }
+PER_THREAD(cuEventRecord(hEvent, hStream))
 CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
-{ return cuEventRecordWithFlags(hEvent, hStream, flags); }
+PER_THREAD(cuEventRecordWithFlags(hEvent, hStream, flags))
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{ return cuStreamBeginCapture_v2(hStream, mode); }
+PER_THREAD(cuStreamBeginCapture_v2(hStream, mode))
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{ return cuStreamEndCapture(hStream, phGraph); }
+PER_THREAD(cuStreamEndCapture(hStream, phGraph))
 CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{ return cuStreamIsCapturing(hStream, captureStatus); }
+PER_THREAD(cuStreamIsCapturing(hStream, captureStatus))
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{ return cuGraphLaunch(hGraphExec, hStream); }
+PER_THREAD(cuGraphLaunch(hGraphExec, hStream))
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+PER_THREAD(cuStreamGetId(hStream, streamId))
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+PER_THREAD(cuStreamGetCtx(hStream, pctx))
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+PER_THREAD(cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx))
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                     cuuint64_t *id_out)
+PER_THREAD(cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out))
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+PER_THREAD(cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out,
+                                     dependencies_out, numDependencies_out))
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out,
+                                        size_t *numDependencies_out)
+PER_THREAD(cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out,
+                                     dependencies_out, edgeData_out, numDependencies_out))
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+PER_THREAD(cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams))

@@ -53,7 +53,7 @@ __attribute__((destructor)) static void write_report(void)
     for (int d = 0; d < cd.device_count; d++) {
         const sim_timeline *t = &cd.devices[d].timeline;
         fprintf(f, "%s{\"done_ns\": %llu, \"busy_ns\": {\"compute\": %llu, \"h2d\": %llu, \"d2h\": %llu}}",
-                d ? ", " : "", (unsigned long long)cd_ctx_vt_end_locked(&cd.devices[d].primary),
+                d ? ", " : "", (unsigned long long)cd_device_vt_end_locked(d),
                 (unsigned long long)t->busy_ns[SIM_ENGINE_COMPUTE],
                 (unsigned long long)t->busy_ns[SIM_ENGINE_H2D],
                 (unsigned long long)t->busy_ns[SIM_ENGINE_D2H]);

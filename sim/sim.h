@@ -16,6 +16,9 @@
  *   LMS_SIM_CC=M.m               compute capability, as 9.0
  *   LMS_SIM_ASYNC_ENGINES=N      copy engines (CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)
  *   LMS_SIM_HOST_VMM=0|1         host-located VMM supported
+ *   LMS_SIM_CONTEXT_RESERVE_MB=N device memory the driver takes for each context (test: 2,
+ *                                h100: 500, assumed)
+ *   LMS_SIM_KERNEL_RESERVE_MB=N  and for each kernel at its first launch in a context (2)
  *   LMS_SIM_EXECUTE=execute|timing-only   timing-only: kernels, copies and memsets are
  *                                checked and ordered but do nothing, and device memory is
  *                                never touched, so it costs no host memory (default execute)
@@ -63,6 +66,12 @@ void sim_set_sm_count(int count);
 void sim_set_compute_capability(int major, int minor);
 void sim_set_async_engine_count(int count);
 void sim_set_host_vmm(int supported);
+/* The device memory the driver holds, out of the capacity: for each context from its creation,
+ * and for each kernel from its first launch in a context until it is unloaded or the context
+ * goes. cuMemGetInfo's free counts it out; a launch that cannot take it fails with
+ * CUDA_ERROR_OUT_OF_MEMORY, as does creating a context. */
+void sim_set_context_reserve(size_t bytes);
+void sim_set_kernel_reserve(size_t bytes);
 
 typedef enum sim_execution {
     SIM_EXECUTE,     /* kernels run, copies and memsets move bytes */
@@ -80,7 +89,8 @@ void sim_clear_faults(void);
 unsigned long sim_calls(const char *entry_point); /* calls made to an entry point */
 size_t sim_bytes_mapped(void);   /* bytes currently mapped by cuMemMap */
 size_t sim_bytes_copied(void);   /* bytes copies have moved (timing-only: would have) */
-size_t sim_device_used(int device); /* device bytes in use against the capacity */
+size_t sim_device_used(int device); /* device bytes the program holds against the capacity */
+size_t sim_device_reserved(int device); /* device bytes the driver holds (contexts, kernels) */
 unsigned long sim_unsupported_calls(void); /* calls answered NOT_SUPPORTED */
 
 /* Virtual time (the timing model of sim/timing.h), in nanoseconds since start-up: the host

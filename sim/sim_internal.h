@@ -16,31 +16,70 @@
 #include <stdint.h>
 #include <time.h>
 
-/* cuda.h maps these names to their newest variant; the simulator exports the old ones too. */
+/* cuda.h maps these names to their newest variant; the simulator exports the older forms too,
+ * for callers built against older headers (cuGetProcAddress hands them out by version). */
 #undef cuEventElapsedTime
 #undef cuGetProcAddress
+#undef cuStreamGetCaptureInfo
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeGetParams
+#undef cuGraphNodeGetDependencies
+#undef cuGraphExecUpdate
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                cuuint64_t *id_out);
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out, size_t *numDependencies_out);
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                    size_t *numDependencies);
+CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                           CUgraphExecUpdateResult *updateResult_out);
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize);
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev);
 
 #define CD_MAX_DEVICES 8
+#define CD_MAX_PEERS 8          /* peer contexts one context may reach, as on the hardware */
 #define CD_GRANULARITY ((size_t)2 << 20)
 #define CD_DRIVER_VERSION 13000
 
-/* ---- contexts, devices, configuration (control.c) ---- */
+/* ---- contexts (contexts.c), devices and configuration (control.c, config.c) ---- */
 
 typedef struct cd_stream cd_stream;
 typedef struct cd_op cd_op;
 
 typedef struct cd_ctx {
     int device;
+    bool primary;
+    /* A created context until cuCtxDestroy; a primary one while retained, until its last
+     * release or a reset. The struct outlives it, so that a stale handle stays recognisable. */
+    bool alive;
     int retained;               /* primary-context retain count */
+    unsigned long long id;      /* cuCtxGetId: unique for the process's life */
+    size_t reserved;            /* device bytes the driver holds for it (itself, loaded kernels) */
+    /* Set by a fault of its work: every later call made with it current returns it, until the
+     * context is torn down. */
+    CUresult sticky_error;
     cd_stream *null_stream;     /* the legacy NULL stream, started on first use */
-    cd_stream *streams;         /* created streams, linked through cd_stream.next */
+    cd_stream *streams;         /* created and per-thread streams, linked through cd_stream.next */
+    /* When the work of its streams destroyed since ends (all of them; the blocking ones). */
+    sim_ns retired_vt_end, retired_blocking_vt_end;
+    struct cd_ctx *peers[CD_MAX_PEERS]; /* contexts whose allocations its kernels may reach */
+    struct cd_ctx *next;        /* in cd.contexts */
 } cd_ctx;
 
 typedef struct cd_device {
     size_t capacity;            /* bytes the test gave the device */
     size_t used;                /* bytes of cuMemAlloc and device-located cuMemCreate */
+    size_t reserved;            /* bytes the driver holds for its contexts and loaded kernels */
     cd_ctx primary;
     sim_timeline timeline;      /* its engines' virtual time (clock.c) */
 } cd_device;
@@ -55,8 +94,10 @@ struct cd_state {
     int sm_count, cc_major, cc_minor, async_engines;
     bool host_vmm;
     bool timing_only;           /* LMS_SIM_EXECUTE=timing-only: no device byte is touched */
+    size_t context_reserve;     /* device bytes each context holds from its creation */
+    size_t kernel_reserve;      /* and each kernel from its first launch in it */
     cd_device devices[CD_MAX_DEVICES];
-    CUresult sticky_error;      /* set by a fault; every later call returns it */
+    cd_ctx *contexts;           /* every context ever made */
     size_t bytes_mapped;
     size_t bytes_copied;
     unsigned long unsupported_calls;
@@ -65,51 +106,120 @@ extern struct cd_state cd;
 
 /* Counts a call of an entry point and applies a pending injected fault: returns true and sets
  * *result when the call must return *result at once. Entries that need cuInit also answer
- * NOT_INITIALIZED before it, and the sticky error after a fault. */
-bool cd_enter(const char *entry_point, bool needs_init, CUresult *result);
-#define CD_ENTER(name)                                                                       \
+ * NOT_INITIALIZED before it; most answer the sticky error of the current context after a
+ * fault (those that tear a context down do not). */
+typedef enum cd_entry_checks { CD_CHECK_NOTHING, CD_CHECK_INIT, CD_CHECK_INIT_AND_FAULT } cd_entry_checks;
+bool cd_enter(const char *entry_point, cd_entry_checks checks, CUresult *result);
+#define CD_ENTER_CHECKING(name, checks)                                                      \
     do {                                                                                     \
         CUresult cd_early_;                                                                  \
-        if (cd_enter(name, true, &cd_early_))                                                \
+        if (cd_enter(name, checks, &cd_early_))                                              \
             return cd_early_;                                                                \
     } while (0)
-#define CD_ENTER_ANYTIME(name)                                                               \
-    do {                                                                                     \
-        CUresult cd_early_;                                                                  \
-        if (cd_enter(name, false, &cd_early_))                                               \
-            return cd_early_;                                                                \
-    } while (0)
+#define CD_ENTER(name) CD_ENTER_CHECKING(name, CD_CHECK_INIT_AND_FAULT)
+#define CD_ENTER_ANYTIME(name) CD_ENTER_CHECKING(name, CD_CHECK_NOTHING)
+#define CD_ENTER_DESPITE_FAULT(name) CD_ENTER_CHECKING(name, CD_CHECK_INIT)
 
 /* Sets, at cuInit, what the API did not set before from the environment (config.c);
  * INVALID_VALUE, with a log line naming the variable, for a bad value. */
 CUresult cd_configure_locked(void);
-/* The calling thread's current context, or INVALID_CONTEXT. Call without cd.lock. */
-CUresult cd_current_ctx(cd_ctx **ctx);
 /* getenv for LMS_SIM_* names that falls back to their old CUDADOUBLE_* names. */
 const char *cd_getenv(const char *name);
 /* Logs one line to LMS_SIM_LOG (default stderr). */
 void cd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Logs the call and answers NOT_SUPPORTED: the fate of every unimplemented entry point. */
 CUresult cd_unsupported(const char *entry_point);
+/* A GPU fault in ctx's work: the context is unusable from then on (a sticky ILLEGAL_ADDRESS),
+ * logged once with what faulted. */
+void cd_fault_locked(cd_ctx *ctx, const char *what);
+/* Device bytes a new allocation may still take: capacity minus the program's and the driver's. */
+size_t cd_device_free_locked(int device);
+
+/* Makes each device's primary context, not alive until retained (at cuInit). */
+void cd_contexts_init_locked(void);
+/* The calling thread's current context: INVALID_CONTEXT without one, CONTEXT_IS_DESTROYED
+ * when it was destroyed (or is a primary context reset or released since). */
+CUresult cd_current_ctx_locked(cd_ctx **ctx);
+CUresult cd_current_ctx(cd_ctx **ctx);
+/* The context a handle names, alive or not; NULL for anything else. */
+cd_ctx *cd_ctx_find_locked(CUcontext handle);
+/* Whether kernels of ctx may reach the allocations of owner: the same device, or peer access. */
+bool cd_ctx_reaches_locked(const cd_ctx *ctx, const cd_ctx *owner);
+/* Takes bytes of the device's memory for the driver, on ctx's account: OUT_OF_MEMORY when the
+ * device has no room left. cd_ctx_unreserve_locked gives them back. */
+CUresult cd_ctx_reserve_locked(cd_ctx *ctx, size_t bytes);
+void cd_ctx_unreserve_locked(cd_ctx *ctx, size_t bytes);
 
 /* ---- memory (memory.c) ---- */
 
-/* Whether [ptr, ptr+size) is memory a copy may touch: inside a cuMemAlloc allocation,
- * inside mappings with access granted, or pinned/registered host memory. Memory inside a
- * reservation but unmapped or without access is not. `host_ok` accepts any other address as
- * pageable host memory (the unified cuMemcpy forms). Call with cd.lock held. */
-bool cd_range_usable(uintptr_t ptr, size_t size, bool host_ok);
+/* Whether [ptr, ptr+size) is memory a copy or memset may touch for `device`: inside a cuMemAlloc
+ * allocation, pinned/registered host memory, or mappings the device was granted (read and
+ * write for `write`). Memory inside a reservation but unmapped or without access is not.
+ * `host_ok` accepts any other address as pageable host memory (the unified cuMemcpy forms). */
+bool cd_range_usable_locked(uintptr_t ptr, size_t size, bool host_ok, int device, bool write);
+/* Whether a kernel of ctx may touch ptr: device memory of its device or of a peer context,
+ * pinned host memory, a mapping its device was granted. Addresses unknown to the simulator are
+ * taken for host memory the kernel may reach. */
+bool cd_kernel_may_touch_locked(uintptr_t ptr, const cd_ctx *ctx);
 /* Gives back a device allocation (cuMemFree, and cuMemFreeAsync when its turn comes). */
 CUresult cd_free_device_locked(uintptr_t ptr);
+/* Device work (a kernel, copy or memset) running on a stream's worker. Kernels are host code,
+ * so while one runs every host-located mapping is open to the process at its devices' access;
+ * while a copy or memset runs, those in its ranges. Otherwise a host-located mapping is open
+ * only as far as the host was granted access (vmm.c). The struct lives on the worker's stack
+ * meanwhile. */
+typedef struct cd_device_work {
+    bool kernel;
+    uintptr_t start[2], end[2];     /* a copy's or memset's ranges (empty: start == end) */
+    struct cd_device_work *next;    /* in the list of work running */
+} cd_device_work;
+void cd_device_work_begin_locked(cd_device_work *work, const cd_op *op);
+void cd_device_work_end_locked(cd_device_work *work);
+/* Frees what a context owns: its cuMemAlloc and pinned host allocations, its registrations. */
+void cd_memory_release_ctx_locked(const cd_ctx *ctx);
 
-/* ---- streams (streams.c), events (events.c), capture (capture.c) ---- */
+/* What an address is, for pointer attributes and IPC (memory.c). */
+typedef enum cd_pointer_kind {
+    CD_POINTER_UNKNOWN,
+    CD_POINTER_DEVICE,          /* cuMemAlloc and cuMemAllocPitch */
+    CD_POINTER_POOL,            /* cuMemAllocAsync: from the device's pool, no context */
+    CD_POINTER_HOST,            /* cuMemHostAlloc, cuMemAllocHost */
+    CD_POINTER_REGISTERED,      /* cuMemHostRegister */
+    CD_POINTER_MAPPED,          /* cuMemMap */
+    CD_POINTER_RESERVED,        /* inside a reservation, not mapped */
+} cd_pointer_kind;
+
+typedef struct cd_pointer_info {
+    cd_pointer_kind kind;
+    uintptr_t base;             /* the allocation's range; for VMM the whole reservation */
+    size_t size;
+    uintptr_t mapping_base;     /* the allocation, or the VMM mapping */
+    size_t mapping_size;
+    int device;                 /* where the memory is; -1: on the host */
+    cd_ctx *ctx;                /* the context that made it; NULL for VMM and pool memory */
+    unsigned long long buffer_id; /* unique for the process's life */
+    CUmemAccess_flags access;  /* what the asking context's device may do with it */
+    CUmemAccess_flags host_access; /* what the host may: pinned memory, or a mapping's grant */
+} cd_pointer_info;
+void cd_pointer_info_locked(uintptr_t ptr, const cd_ctx *asking, cd_pointer_info *info);
+
+/* ---- streams (streams.c), events (events.c) ---- */
+
+typedef struct cd_node cd_node;
+typedef struct cd_capture cd_capture;
 
 typedef struct cd_event {
     unsigned flags;
+    cd_ctx *ctx;
     unsigned long record_seq;   /* records issued */
     unsigned long done_seq;     /* records executed */
     sim_ns vt_recorded;         /* virtual time the last record issued is reached */
     int refs;                   /* the handle and every queued op that names the event */
+    /* Last recorded into a capture (capture.c): its id (0: not), and the nodes a wait for
+     * the event makes the waiting stream depend on. */
+    unsigned long long capture_id;
+    cd_node **capture_deps;
+    size_t capture_dep_count;
     struct cd_event *next;      /* in the list of live events */
 } cd_event;
 
@@ -125,6 +235,9 @@ typedef enum cd_op_kind {
     CD_OP_FREE,
 } cd_op_kind;
 
+/* For a copy's or memset's device: the device of the stream it runs on. */
+#define CD_STREAM_DEVICE (-1)
+
 struct cd_op {
     cd_op *next;
     cd_op_kind kind;
@@ -133,18 +246,21 @@ struct cd_op {
         struct {
             cd_kernel *kernel;
             unsigned long generation;   /* the kernel slot's, when launched (kernels.c) */
-            unsigned grid[3], block[3];
+            unsigned grid[3], block[3], shared_bytes;
             unsigned char *args;        /* packed parameters, laid out as registered */
         } launch;
         struct {                        /* rows of width bytes; one row for 1D copies */
             uintptr_t dst, src;
             size_t dst_pitch, src_pitch, width, height;
+            bool dst_host_ok, src_host_ok; /* a side may be pageable host memory */
+            int dst_device, src_device;    /* whose access each side needs */
         } copy;
         struct {                        /* rows of count elements; one row for 1D memsets */
             uintptr_t dst;
             uint32_t value;
             unsigned element_size;      /* 1, 2 or 4 */
             size_t count, pitch, height;
+            int device;
         } memset;
         struct {
             cd_event *event;
@@ -163,40 +279,109 @@ struct cd_op {
 struct cd_stream {
     cd_ctx *ctx;
     unsigned flags;             /* CU_STREAM_NON_BLOCKING or 0 */
+    unsigned long long id;      /* cuStreamGetId: unique for the process's life */
     bool is_null;               /* the legacy NULL stream */
+    bool per_thread;            /* a thread's per-thread default stream, owned by `owner` */
+    pthread_t owner;
+    bool destroyed;             /* its handle is dead; it goes once its work is done */
     pthread_t thread;
-    bool stopping;
     cd_op *head, *tail;         /* queued; head is running or next */
     unsigned long submitted, completed;
-    struct cd_graph *capture;   /* non-NULL while capturing (capture.c) */
-    bool capture_invalidated;
+    /* While it takes part in a capture (capture.c): which, and the nodes the next captured
+     * operation will depend on (with their edge data, all zero, for cuStreamGetCaptureInfo). */
+    cd_capture *capture;
+    cd_node **deps;
+    CUgraphEdgeData *dep_edges;
+    size_t dep_count, dep_capacity;
     sim_ns vt_end;              /* virtual time its last queued op ends */
     cd_stream *next;            /* in ctx->streams */
 };
-
-/* A captured graph, and its instantiation: operations in the order they were issued. */
-typedef struct cd_graph {
-    cd_op *head, *tail;
-} cd_graph;
 
 cd_op *cd_op_new(cd_op_kind kind);
 /* A copy of op to queue again (graph replay): OUT_OF_MEMORY, or INVALID_HANDLE for a launch
  * of a kernel unloaded since. */
 CUresult cd_op_clone_locked(const cd_op *op, cd_op **copy);
 void cd_op_free_locked(cd_op *op);
+/* Whether the memory a copy or memset touches is usable by the devices it runs for
+ * (cd_range_usable_locked); true for other operations. */
+bool cd_op_memory_usable_locked(const cd_op *op);
 void cd_event_unref_locked(cd_event *event);
 
-/* The stream a handle names (NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the current
- * context's NULL stream, started on first use); INVALID_HANDLE for an unknown one. */
+/* Streams that _ptds/_ptsz entry points run on: set around each such call (per_thread.c), it
+ * makes the NULL handle name the calling thread's per-thread default stream. */
+void cd_default_stream_per_thread(bool on);
+/* The stream a handle names: NULL (the legacy stream, or the per-thread one inside a _ptds
+ * call), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD (the current context's, started on first
+ * use) or a created stream; INVALID_HANDLE for an unknown or destroyed one. */
 CUresult cd_resolve_stream_locked(CUstream hStream, cd_stream **stream);
 /* Queues op on hStream, or records it into the stream's capture. Takes ownership of op in
  * all cases; *stream is where it went. */
 CUresult cd_enqueue_locked(CUstream hStream, cd_op *op, cd_stream **stream);
 CUresult cd_enqueue(CUstream hStream, cd_op *op);
-/* Queues op on the NULL stream and waits for it: synchronous copies and memsets. */
-CUresult cd_run_sync(cd_op *op);
-/* Waits until every stream of ctx (NULL: the current context) has finished its queued work. */
+/* Queues op on the default stream (NULL) and waits for it: synchronous copies and memsets.
+ * Takes ownership of op. */
+CUresult cd_run_sync_locked(cd_op *op);
+/* Waits until the work queued on ctx's streams when called is done, and the host's clock
+ * for its end. */
+void cd_ctx_drain_locked(cd_ctx *ctx);
+/* cuCtxSynchronize and the calls that wait for the device: the current context when ctx is
+ * NULL. */
 CUresult cd_ctx_synchronize(cd_ctx *ctx);
+/* Destroys every stream of a context being torn down; they go once idle. */
+void cd_streams_release_ctx_locked(cd_ctx *ctx);
+/* Forgets the events of a context being torn down: their handles are dead. */
+void cd_events_release_ctx_locked(const cd_ctx *ctx);
+/* Marks an event as last recorded into capture capture_id after the nodes deps (copied), or,
+ * for 0, as recorded outside any capture. OUT_OF_MEMORY leaves it unchanged. */
+CUresult cd_event_set_capture_locked(cd_event *event, unsigned long long capture_id,
+                                 cd_node *const *deps, size_t dep_count);
+
+/* ---- stream capture (capture.c), graphs (graphs.c) ---- */
+
+/* Records op, issued on capturing stream s, as a node of its capture's graph. Takes ownership. */
+CUresult cd_capture_add_locked(cd_stream *s, cd_op *op);
+/* An event recorded on a capturing stream, and a wait for an event that either the stream
+ * captures or was recorded into a capture (joining the stream to it). */
+CUresult cd_capture_record_event_locked(cd_stream *s, cd_event *event);
+CUresult cd_capture_wait_event_locked(cd_stream *s, cd_event *event);
+/* Checks before calls the capture rules restrict; each returns SUCCESS or the error, and
+ * invalidates the captures concerned as the driver does:
+ *   unsafe call: a "potentially unsafe" call (synchronizing, freeing, querying) made where
+ *     the thread's capture mode forbids it (STREAM_CAPTURE_UNSUPPORTED);
+ *   stream: synchronizing or querying a capturing stream (UNSUPPORTED), or the legacy stream
+ *     while a blocking stream of its context captures (STREAM_CAPTURE_IMPLICIT);
+ *   context: synchronizing a context one of whose streams captures (UNSUPPORTED). */
+CUresult cd_capture_unsafe_call_locked(const char *call);
+CUresult cd_capture_check_stream_locked(const cd_stream *s, bool invalidate);
+CUresult cd_capture_check_ctx_locked(const cd_ctx *ctx);
+/* Refuses an operation the simulator cannot capture (UNSUPPORTED; invalidates). */
+CUresult cd_capture_refuse_locked(cd_stream *s, const char *what);
+/* A stream going away leaves its capture; the capture's own stream ends it. */
+void cd_capture_stream_gone_locked(cd_stream *s);
+
+typedef struct cd_graph cd_graph;
+struct cd_node {
+    CUgraphNodeType type;
+    cd_op *op;                  /* its work; NULL for an empty node */
+    cd_node **deps;
+    size_t dep_count;
+    void **kernel_params;       /* a kernel node's, as cuGraphKernelNodeGetParams gives them */
+    cd_graph *graph;
+    size_t index;               /* its position in the graph */
+    bool mark;                  /* scratch for graph walks */
+    cd_node *next;              /* in its graph, in the order added: a topological order */
+};
+
+/* A new empty graph, owned by a capture until cuStreamEndCapture hands it out. */
+cd_graph *cd_graph_new_locked(void);
+void cd_graph_free_locked(cd_graph *g);
+/* Adds a node for op (NULL: an empty node) after deps. Takes ownership of op. */
+CUresult cd_graph_add_locked(cd_graph *g, cd_op *op, cd_node *const *deps, size_t dep_count,
+                             cd_node **node);
+/* Whether every node of g comes before, or is one of, the nodes given. */
+bool cd_graph_joined_locked(cd_graph *g, cd_node *const *ends, size_t end_count);
+/* Hands a graph out to the program: its handle becomes valid. */
+void cd_graph_publish_locked(cd_graph *g);
 
 /* ---- kernels (kernels.c), modules and libraries (modules.c) ---- */
 
@@ -210,6 +395,23 @@ void cd_kernels_remove_locked(cd_kernel *const *kernels, int count);
 bool cd_kernels_queued_locked(cd_kernel *const *kernels, int count);
 /* Counts a launch op into (queued) or out of a stream's queue. */
 void cd_kernel_queued_locked(const cd_op *op, bool queued);
+/* A launch op of f: INVALID_HANDLE, INVALID_VALUE for a bad shape or parameters. */
+CUresult cd_kernel_op_locked(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                             unsigned shared_bytes, void **kernelParams, void **extra,
+                             cd_op **op);
+/* A launch's kernel is loaded into ctx on first use, which takes the driver memory for it:
+ * OUT_OF_MEMORY when the device has no room. */
+CUresult cd_kernel_load_locked(const cd_op *op, cd_ctx *ctx);
+/* Forgets which kernels a context being torn down had loaded. */
+void cd_kernels_release_ctx_locked(const cd_ctx *ctx);
+/* The kernel's parameters as a kernelParams array into the op's packed arguments (malloc'd);
+ * NULL when the kernel was unloaded since. */
+void **cd_kernel_params_of(const cd_op *op);
+/* The function handle a launch op names. */
+CUfunction cd_kernel_handle(const cd_op *op);
+/* Whether a queued launch may run on ctx: a pointer its cost function says the kernel moves
+ * bytes through must be memory ctx's kernels may touch (cd_kernel_may_touch_locked). */
+bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx);
 
 /* Runs a launch op's kernel on the calling thread (a stream's worker), without the lock. */
 void cd_kernel_run(const cd_op *op);
@@ -229,9 +431,10 @@ double cd_call_ns(const char *base_name);
 /* Prices op, queued on s now: sets op->vt_end and s->vt_end, and an event record's time. */
 void cd_schedule_locked(cd_stream *s, cd_op *op);
 /* When everything queued so far on s (the NULL stream: and on the blocking streams it
- * waits for), or on every stream of ctx, is done. */
+ * waits for), on every stream of ctx, or of every context of a device, is done. */
 sim_ns cd_stream_vt_end_locked(const cd_stream *s);
 sim_ns cd_ctx_vt_end_locked(const cd_ctx *ctx);
+sim_ns cd_device_vt_end_locked(int device);
 
 /* Where an address lives, for pricing: device memory, host memory the device reaches
  * directly (pinned, registered, host-located VMM), or pageable host memory. */

@@ -1,12 +1,17 @@
-/* Streams: the queues work runs on, their worker threads, and the legacy NULL stream.
+/* Streams: the queues work runs on, their worker threads, the legacy NULL stream and the
+ * per-thread default streams.
  *
  * Each stream is a FIFO of operations run by its own worker thread, so work really runs
  * asynchronously. The legacy NULL stream of a context is such a FIFO too, started on first
  * use, and is kept in order with the blocking streams the simple way: an operation queued
  * on the NULL stream first waits for the work already queued on every blocking stream, and
  * an operation queued on a blocking stream first waits for the work already queued on the
- * NULL stream. The per-thread default stream (CU_STREAM_PER_THREAD, the _ptsz/_ptds entry
- * points) is treated as the legacy NULL stream.
+ * NULL stream. Each thread has a per-thread default stream in each context (CU_STREAM_PER_THREAD,
+ * and the NULL handle in the _ptsz/_ptds entry points), started on first use: a blocking
+ * stream like the others, gone when its thread exits.
+ *
+ * cuStreamDestroy returns at once, as on the real driver: the handle is dead, the work queued
+ * runs, and the worker frees the stream when it is done.
  *
  * Ordering between streams uses events (events.c): a wait queued for an event holds its
  * stream until the event's done_seq reaches the record_seq seen when the wait was queued.
@@ -15,6 +20,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+static unsigned long long last_stream_id;
 
 /* ---- operations ---- */
 
@@ -28,8 +35,10 @@ cd_op *cd_op_new(cd_op_kind kind)
 
 void cd_event_unref_locked(cd_event *event)
 {
-    if (--event->refs == 0)
+    if (--event->refs == 0) {
+        free(event->capture_deps);
         free(event);
+    }
 }
 
 void cd_op_free_locked(cd_op *op)
@@ -59,6 +68,23 @@ CUresult cd_op_clone_locked(const cd_op *op, cd_op **copy)
         op->u.event.event->refs++;
     *copy = c;
     return CUDA_SUCCESS;
+}
+
+bool cd_op_memory_usable_locked(const cd_op *op)
+{
+    if (op->kind == CD_OP_COPY) {
+        size_t rows = op->u.copy.height - 1;
+        return cd_range_usable_locked(op->u.copy.dst, rows * op->u.copy.dst_pitch + op->u.copy.width,
+                                      op->u.copy.dst_host_ok, op->u.copy.dst_device, true) &&
+               cd_range_usable_locked(op->u.copy.src, rows * op->u.copy.src_pitch + op->u.copy.width,
+                                      op->u.copy.src_host_ok, op->u.copy.src_device, false);
+    }
+    if (op->kind == CD_OP_MEMSET)
+        return cd_range_usable_locked(op->u.memset.dst,
+                                      (op->u.memset.height - 1) * op->u.memset.pitch +
+                                          op->u.memset.count * op->u.memset.element_size,
+                                      false, op->u.memset.device, true);
+    return true;
 }
 
 static void run_copy(const cd_op *op)
@@ -110,12 +136,14 @@ static void run_unlocked(const cd_op *op)
     }
 }
 
-/* The part that changes the simulator's state, under the lock. */
-static void finish_locked(const cd_op *op)
+/* The part that changes the simulator's state, under the lock; `done` is false for work a
+ * fault kept from happening. */
+static void finish_locked(const cd_op *op, bool done)
 {
     switch (op->kind) {
     case CD_OP_COPY:
-        cd.bytes_copied += op->u.copy.width * op->u.copy.height;
+        if (done)
+            cd.bytes_copied += op->u.copy.width * op->u.copy.height;
         break;
     case CD_OP_EVENT_RECORD: {
         cd_event *event = op->u.event.event;
@@ -133,35 +161,47 @@ static void finish_locked(const cd_op *op)
 
 /* ---- worker threads ---- */
 
-/* A queued copy or memset whose memory was unmapped (or lost its access) after it was
- * queued faults as on the real GPU: it does nothing, and the context is unusable from then
- * on (a sticky CUDA_ERROR_ILLEGAL_ADDRESS). Kernels are not checked: they crash instead. */
-static bool memory_still_usable_locked(const cd_op *op)
+static bool is_device_work(cd_op_kind kind)
 {
-    uintptr_t dst, src = 0;
-    size_t dst_span, src_span = 0;
-    if (op->kind == CD_OP_COPY) {
-        size_t rows = op->u.copy.height - 1;
-        dst = op->u.copy.dst;
-        src = op->u.copy.src;
-        dst_span = rows * op->u.copy.dst_pitch + op->u.copy.width;
-        src_span = rows * op->u.copy.src_pitch + op->u.copy.width;
-    } else if (op->kind == CD_OP_MEMSET) {
-        dst = op->u.memset.dst;
-        dst_span = (op->u.memset.height - 1) * op->u.memset.pitch +
-                   op->u.memset.count * op->u.memset.element_size;
-    } else {
+    return kind == CD_OP_KERNEL || kind == CD_OP_COPY || kind == CD_OP_MEMSET;
+}
+
+/* Whether a queued operation may still touch its memory when its turn comes: memory may have
+ * been unmapped or lost its access since it was queued (cuMemUnmap is not ordered against
+ * queued work), and a kernel may use memory its device cannot reach. Then it faults as on the
+ * GPU: it does nothing, and the context is unusable from then on. Kernels are checked through
+ * the pointers their cost functions price; what else they touch is not seen (in execute
+ * mode, touching unmapped memory crashes them). */
+static bool may_run_locked(const cd_op *op, const cd_stream *s)
+{
+    if (op->kind == CD_OP_KERNEL ? cd_kernel_reaches_locked(op, s->ctx)
+                                 : cd_op_memory_usable_locked(op))
         return true;
-    }
-    if (cd_range_usable(dst, dst_span, true) && cd_range_usable(src, src_span, true))
-        return true;
-    if (cd.sticky_error == CUDA_SUCCESS) {
-        cd.sticky_error = CUDA_ERROR_ILLEGAL_ADDRESS;
-        cd_log("a queued %s touched memory unmapped since it was queued: "
-               "CUDA_ERROR_ILLEGAL_ADDRESS, and every later call fails",
-               op->kind == CD_OP_COPY ? "copy" : "memset");
-    }
+    cd_fault_locked(s->ctx, op->kind == CD_OP_KERNEL ? "a queued kernel uses memory its device cannot reach"
+                    : op->kind == CD_OP_COPY ? "a queued copy touched memory unmapped or without "
+                                               "access since it was queued"
+                                             : "a queued memset touched memory unmapped or without "
+                                               "access since it was queued");
     return false;
+}
+
+/* A destroyed stream whose work is done leaves its context; its work's end is remembered there,
+ * for the waits that cover the whole context. */
+static void retire_locked(cd_stream *s)
+{
+    cd_ctx *ctx = s->ctx;
+    for (cd_stream **link = &ctx->streams; *link; link = &(*link)->next) {
+        if (*link == s) {
+            *link = s->next;
+            break;
+        }
+    }
+    if (ctx->retired_vt_end < s->vt_end)
+        ctx->retired_vt_end = s->vt_end;
+    if (!(s->flags & CU_STREAM_NON_BLOCKING) && ctx->retired_blocking_vt_end < s->vt_end)
+        ctx->retired_blocking_vt_end = s->vt_end;
+    free(s->deps);
+    free(s->dep_edges);
 }
 
 static void *worker(void *arg)
@@ -169,7 +209,7 @@ static void *worker(void *arg)
     cd_stream *s = arg;
     pthread_mutex_lock(&cd.lock);
     for (;;) {
-        while (!s->head && !s->stopping)
+        while (!s->head && !s->destroyed)
             pthread_cond_wait(&cd.progress, &cd.lock);
         if (!s->head)
             break;
@@ -177,16 +217,22 @@ static void *worker(void *arg)
         if (op->kind == CD_OP_EVENT_WAIT)
             while (op->u.event.event->done_seq < op->u.event.seq)
                 pthread_cond_wait(&cd.progress, &cd.lock);
-        bool faulted = !memory_still_usable_locked(op);
+        /* A faulted context runs nothing more. */
+        bool done = s->ctx->sticky_error == CUDA_SUCCESS && may_run_locked(op, s);
         /* Timing-only: device work is checked and ordered but not done; a host function is
          * the program's own work. */
-        bool run = !faulted && (!cd.timing_only || op->kind == CD_OP_HOST_FN);
+        bool run = done && (!cd.timing_only || op->kind == CD_OP_HOST_FN);
+        bool device_work = run && is_device_work(op->kind);
+        cd_device_work work;
+        if (device_work)
+            cd_device_work_begin_locked(&work, op);
         pthread_mutex_unlock(&cd.lock);
         if (run)
             run_unlocked(op);
         pthread_mutex_lock(&cd.lock);
-        if (!faulted)
-            finish_locked(op);
+        if (device_work)
+            cd_device_work_end_locked(&work);
+        finish_locked(op, done);
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
@@ -196,7 +242,11 @@ static void *worker(void *arg)
         s->completed++;
         pthread_cond_broadcast(&cd.progress);
     }
+    retire_locked(s);
+    pthread_cond_broadcast(&cd.progress);
     pthread_mutex_unlock(&cd.lock);
+    pthread_detach(pthread_self());
+    free(s);
     return NULL;
 }
 
@@ -208,11 +258,35 @@ static cd_stream *stream_start_locked(cd_ctx *ctx, unsigned flags, bool is_null)
     s->ctx = ctx;
     s->flags = flags;
     s->is_null = is_null;
+    s->id = ++last_stream_id;
     if (pthread_create(&s->thread, NULL, worker, s) != 0) {
         free(s);
         return NULL;
     }
+    if (!is_null) {
+        s->next = ctx->streams;
+        ctx->streams = s;
+    }
     return s;
+}
+
+/* The handle is dead from now on; the worker lets the queued work finish, then frees it. */
+static void destroy_locked(cd_stream *s)
+{
+    cd_capture_stream_gone_locked(s);
+    s->destroyed = true;
+    if (s->ctx->null_stream == s)
+        s->ctx->null_stream = NULL;
+    pthread_cond_broadcast(&cd.progress);
+}
+
+void cd_streams_release_ctx_locked(cd_ctx *ctx)
+{
+    for (cd_stream *s = ctx->streams; s; s = s->next)
+        if (!s->destroyed)
+            destroy_locked(s);
+    if (ctx->null_stream)
+        destroy_locked(ctx->null_stream);
 }
 
 static bool blocking(const cd_stream *s)
@@ -225,23 +299,79 @@ static bool busy(const cd_stream *s)
     return s->completed < s->submitted;
 }
 
-/* Finds the stream a handle names; the NULL stream of the current context is started on
- * first use. */
+/* ---- per-thread default streams ---- */
+
+/* Set inside _ptds/_ptsz calls: there the NULL handle names the per-thread stream. */
+static __thread bool null_is_per_thread;
+
+void cd_default_stream_per_thread(bool on)
+{
+    null_is_per_thread = on;
+}
+
+/* A thread's per-thread streams go with it. The key's value only marks threads that have one. */
+static pthread_key_t per_thread_key;
+static pthread_once_t per_thread_key_once = PTHREAD_ONCE_INIT;
+
+static void release_per_thread_streams(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&cd.lock);
+    for (cd_ctx *ctx = cd.contexts; ctx; ctx = ctx->next)
+        for (cd_stream *s = ctx->streams; s; s = s->next)
+            if (s->per_thread && !s->destroyed && pthread_equal(s->owner, pthread_self()))
+                destroy_locked(s);
+    pthread_mutex_unlock(&cd.lock);
+}
+
+static void make_per_thread_key(void)
+{
+    pthread_key_create(&per_thread_key, release_per_thread_streams);
+}
+
+static CUresult per_thread_stream_locked(cd_ctx *ctx, cd_stream **stream)
+{
+    for (cd_stream *s = ctx->streams; s; s = s->next) {
+        if (s->per_thread && !s->destroyed && pthread_equal(s->owner, pthread_self())) {
+            *stream = s;
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_once(&per_thread_key_once, make_per_thread_key);
+    cd_stream *s = stream_start_locked(ctx, 0, false);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->per_thread = true;
+    s->owner = pthread_self();
+    pthread_setspecific(per_thread_key, &per_thread_key);
+    *stream = s;
+    return CUDA_SUCCESS;
+}
+
+/* ---- naming and queueing ---- */
+
+static bool special_handle(CUstream hStream)
+{
+    return !hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD;
+}
+
 CUresult cd_resolve_stream_locked(CUstream hStream, cd_stream **stream)
 {
-    if (hStream == NULL || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD) {
+    if (special_handle(hStream)) {
         cd_ctx *ctx;
-        CUresult result = cd_current_ctx(&ctx);
+        CUresult result = cd_current_ctx_locked(&ctx);
         if (result != CUDA_SUCCESS)
             return result;
+        if (hStream == CU_STREAM_PER_THREAD || (!hStream && null_is_per_thread))
+            return per_thread_stream_locked(ctx, stream);
         if (!ctx->null_stream && !(ctx->null_stream = stream_start_locked(ctx, 0, true)))
             return CUDA_ERROR_OUT_OF_MEMORY;
         *stream = ctx->null_stream;
         return CUDA_SUCCESS;
     }
-    for (int d = 0; d < cd.device_count; d++) {
-        for (cd_stream *s = cd.devices[d].primary.streams; s; s = s->next) {
-            if ((CUstream)s == hStream) {
+    for (cd_ctx *ctx = cd.contexts; ctx; ctx = ctx->next) {
+        for (cd_stream *s = ctx->alive ? ctx->streams : NULL; s; s = s->next) {
+            if ((CUstream)s == hStream && !s->destroyed && !s->per_thread) {
                 *stream = s;
                 return CUDA_SUCCESS;
             }
@@ -298,31 +428,16 @@ static bool legacy_order_locked(cd_stream *s)
     return true;
 }
 
-static bool capturable(cd_op_kind kind)
-{
-    return kind == CD_OP_KERNEL || kind == CD_OP_COPY || kind == CD_OP_MEMSET ||
-           kind == CD_OP_HOST_FN;
-}
-
 CUresult cd_enqueue_locked(CUstream hStream, cd_op *op, cd_stream **stream)
 {
     cd_stream *s;
     CUresult result = cd_resolve_stream_locked(hStream, &s);
     if (result == CUDA_SUCCESS && s->capture) {
-        if (!capturable(op->kind)) {
-            s->capture_invalidated = true;
-            result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        } else {
-            op->next = NULL;
-            if (s->capture->tail)
-                s->capture->tail->next = op;
-            else
-                s->capture->head = op;
-            s->capture->tail = op;
-            *stream = s;
-            return CUDA_SUCCESS;
-        }
+        *stream = s;
+        return cd_capture_add_locked(s, op);
     }
+    if (result == CUDA_SUCCESS)
+        result = cd_capture_check_stream_locked(s, true);
     if (result == CUDA_SUCCESS && !legacy_order_locked(s))
         result = CUDA_ERROR_OUT_OF_MEMORY;
     if (result != CUDA_SUCCESS) {
@@ -351,53 +466,84 @@ static void wait_until_locked(const cd_stream *s, unsigned long ticket)
         pthread_cond_wait(&cd.progress, &cd.lock);
 }
 
-CUresult cd_run_sync(cd_op *op)
+/* Synchronous copies and memsets are "potentially unsafe" during a capture, and cannot run on
+ * a default stream that captures. */
+CUresult cd_run_sync_locked(cd_op *op)
 {
     cd_stream *s;
-    pthread_mutex_lock(&cd.lock);
-    CUresult result = cd_enqueue_locked(NULL, op, &s);
+    CUresult result = cd_capture_unsafe_call_locked("a synchronous copy or memset");
+    if (result == CUDA_SUCCESS)
+        result = cd_resolve_stream_locked(NULL, &s);
+    if (result == CUDA_SUCCESS)
+        result = cd_capture_check_stream_locked(s, true);
+    if (result != CUDA_SUCCESS) {
+        cd_op_free_locked(op);
+        return result;
+    }
+    result = cd_enqueue_locked(NULL, op, &s);
     if (result == CUDA_SUCCESS) {
         wait_until_locked(s, s->submitted);
         cd_host_wait_until(cd_stream_vt_end_locked(s));
-        result = cd.sticky_error;
+        result = s->ctx->sticky_error;
     }
-    pthread_mutex_unlock(&cd.lock);
     return result;
 }
 
-/* Waits for what was queued on ctx's streams when the call began. */
-static void drain_ctx_locked(cd_ctx *ctx, bool blocking_only)
+/* ---- waiting for a whole context ---- */
+
+/* A stream of ctx by id; NULL once it is gone (its work is then done). */
+static const cd_stream *find_by_id_locked(const cd_ctx *ctx, unsigned long long id)
 {
-    unsigned long count = 0;
-    for (cd_stream *s = ctx->streams; s; s = s->next)
+    if (ctx->null_stream && ctx->null_stream->id == id)
+        return ctx->null_stream;
+    for (const cd_stream *s = ctx->streams; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+/* Waits for what was queued on ctx's streams (blocking_only: on its blocking ones and the NULL
+ * stream) when the call began. Streams are named by id, not pointer, as a destroyed one may
+ * free itself meanwhile. */
+static void drain_locked(cd_ctx *ctx, bool blocking_only)
+{
+    size_t count = 1;
+    for (const cd_stream *s = ctx->streams; s; s = s->next)
         count++;
-    unsigned long *tickets = calloc(count + 1, sizeof *tickets);
-    cd_stream **streams = calloc(count + 1, sizeof *streams);
-    if (!tickets || !streams)
+    struct ticket {
+        unsigned long long id;
+        unsigned long submitted;
+    } *tickets = calloc(count, sizeof *tickets);
+    if (!tickets)
         abort();
     count = 0;
-    for (cd_stream *s = ctx->streams; s; s = s->next)
+    for (const cd_stream *s = ctx->streams; s; s = s->next)
         if (!blocking_only || blocking(s))
-            streams[count] = s, tickets[count++] = s->submitted;
+            tickets[count++] = (struct ticket){s->id, s->submitted};
     if (ctx->null_stream)
-        streams[count] = ctx->null_stream, tickets[count++] = ctx->null_stream->submitted;
-    for (unsigned long i = 0; i < count; i++)
-        wait_until_locked(streams[i], tickets[i]);
+        tickets[count++] = (struct ticket){ctx->null_stream->id, ctx->null_stream->submitted};
+    for (size_t i = 0; i < count; i++) {
+        const cd_stream *s;
+        while ((s = find_by_id_locked(ctx, tickets[i].id)) && s->completed < tickets[i].submitted)
+            pthread_cond_wait(&cd.progress, &cd.lock);
+    }
     free(tickets);
-    free(streams);
+}
+
+void cd_ctx_drain_locked(cd_ctx *ctx)
+{
+    drain_locked(ctx, false);
+    cd_host_wait_until(cd_ctx_vt_end_locked(ctx));
 }
 
 CUresult cd_ctx_synchronize(cd_ctx *ctx)
 {
-    if (!ctx) {
-        CUresult result = cd_current_ctx(&ctx);
-        if (result != CUDA_SUCCESS)
-            return result;
-    }
     pthread_mutex_lock(&cd.lock);
-    drain_ctx_locked(ctx, false);
-    cd_host_wait_until(cd_ctx_vt_end_locked(ctx));
-    CUresult result = cd.sticky_error;
+    CUresult result = ctx ? CUDA_SUCCESS : cd_current_ctx_locked(&ctx);
+    if (result == CUDA_SUCCESS) {
+        cd_ctx_drain_locked(ctx);
+        result = ctx->sticky_error;
+    }
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -409,18 +555,15 @@ static CUresult stream_create(CUstream *phStream, unsigned int Flags)
     if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
     cd_ctx *ctx;
-    CUresult result = cd_current_ctx(&ctx);
-    if (result != CUDA_SUCCESS)
-        return result;
     pthread_mutex_lock(&cd.lock);
-    cd_stream *s = stream_start_locked(ctx, Flags, false);
-    if (s) {
-        s->next = ctx->streams;
-        ctx->streams = s;
+    CUresult result = cd_current_ctx_locked(&ctx);
+    cd_stream *s = NULL;
+    if (result == CUDA_SUCCESS && !(s = stream_start_locked(ctx, Flags, false)))
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+    if (result == CUDA_SUCCESS)
         *phStream = (CUstream)s;
-    }
     pthread_mutex_unlock(&cd.lock);
-    return s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return result;
 }
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
@@ -437,40 +580,19 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
     return stream_create(phStream, flags);
 }
 
-/* Unlike the real driver, which returns at once, this waits for the stream's queued work. */
+/* Returns at once; the work queued runs to its end. The default streams cannot be destroyed. */
 CUresult cuStreamDestroy_v2(CUstream hStream)
 {
     CD_ENTER("cuStreamDestroy");
+    if (special_handle(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS && s->is_null)
-        result = CUDA_ERROR_INVALID_HANDLE;
-    if (result != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&cd.lock);
-        return result;
-    }
-    for (cd_stream **link = &s->ctx->streams; *link; link = &(*link)->next) {
-        if (*link == s) {
-            *link = s->next;
-            break;
-        }
-    }
-    s->stopping = true;
-    pthread_cond_broadcast(&cd.progress);
+    if (result == CUDA_SUCCESS)
+        destroy_locked(s);
     pthread_mutex_unlock(&cd.lock);
-    pthread_join(s->thread, NULL);
-    pthread_mutex_lock(&cd.lock);
-    if (s->capture) {
-        for (cd_op *op = s->capture->head, *next; op; op = next) {
-            next = op->next;
-            cd_op_free_locked(op);
-        }
-        free(s->capture);
-    }
-    pthread_mutex_unlock(&cd.lock);
-    free(s);
-    return CUDA_SUCCESS;
+    return result;
 }
 
 static CUresult stream_synchronize(CUstream hStream)
@@ -478,17 +600,17 @@ static CUresult stream_synchronize(CUstream hStream)
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS && s->capture) {
-        s->capture_invalidated = true;
-        result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+    if (result == CUDA_SUCCESS)
+        result = cd_capture_check_stream_locked(s, true);
+    if (result == CUDA_SUCCESS)
+        result = cd_capture_unsafe_call_locked("cuStreamSynchronize");
     if (result == CUDA_SUCCESS) {
         if (s->is_null) /* the NULL stream also waits for the blocking streams */
-            drain_ctx_locked(s->ctx, true);
+            drain_locked(s->ctx, true);
         else
             wait_until_locked(s, s->submitted);
         cd_host_wait_until(cd_stream_vt_end_locked(s));
-        result = cd.sticky_error;
+        result = s->ctx->sticky_error;
     }
     pthread_mutex_unlock(&cd.lock);
     return result;
@@ -506,6 +628,10 @@ CUresult cuStreamQuery(CUstream hStream)
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
+    if (result == CUDA_SUCCESS)
+        result = cd_capture_check_stream_locked(s, true);
+    if (result == CUDA_SUCCESS)
+        result = cd_capture_unsafe_call_locked("cuStreamQuery");
     if (result == CUDA_SUCCESS && (busy(s) || cd_stream_vt_end_locked(s) > cd_host_now()))
         result = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&cd.lock);
@@ -523,4 +649,49 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
     op->u.host_fn.fn = fn;
     op->u.host_fn.user_data = userData;
     return cd_enqueue(hStream, op);
+}
+
+/* Ids count from 1 over the process's life, the special streams included. */
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    CD_ENTER("cuStreamGetId");
+    if (!streamId)
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_stream *s;
+    pthread_mutex_lock(&cd.lock);
+    CUresult result = cd_resolve_stream_locked(hStream, &s);
+    if (result == CUDA_SUCCESS)
+        *streamId = s->id;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+/* The special handles name the current context, as the driver documents. */
+static CUresult stream_ctx(CUstream hStream, CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_stream *s;
+    pthread_mutex_lock(&cd.lock);
+    CUresult result = cd_resolve_stream_locked(hStream, &s);
+    if (result == CUDA_SUCCESS)
+        *pctx = (CUcontext)s->ctx;
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    CD_ENTER("cuStreamGetCtx");
+    return stream_ctx(hStream, pctx);
+}
+
+/* There are no green contexts: *pGreenCtx is always NULL. */
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    CD_ENTER("cuStreamGetCtx");
+    if (!pGreenCtx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pGreenCtx = NULL;
+    return stream_ctx(hStream, pCtx);
 }

@@ -1,31 +1,62 @@
 /* Copies and memsets, synchronous and asynchronous.
  *
- * Addresses are checked when the call is made: a device side that is not usable device
- * memory (unknown, or inside a reservation but unmapped or without access) gets
- * CUDA_ERROR_INVALID_VALUE, as a synchronous copy on unmapped memory does on the real driver,
- * and nothing is queued. A range unmapped after an asynchronous copy was queued is not
- * checked again: the copy then faults, like a kernel would (cuMemUnmap is not ordered against
- * queued work). Synchronous forms run on the NULL stream, after the work already queued. */
+ * Addresses are checked when the call is made, for the device of the stream the work goes to
+ * (a peer copy: for each side's context's device): a device side that is not usable device
+ * memory (unknown, or inside a reservation but unmapped or without access for that device)
+ * gets CUDA_ERROR_INVALID_VALUE, as a synchronous copy on unmapped memory does on the real
+ * driver, and nothing is queued. The check is made again when the work runs: memory unmapped
+ * or whose access was revoked since (cuMemUnmap is not ordered against queued work) makes it
+ * fault, like a kernel would. Synchronous forms run on the default stream, after the work
+ * already queued. */
 #include "sim/sim_internal.h"
-
-#include <stdlib.h>
 
 /* Which side may be pageable host memory (any address outside the simulator's device memory). */
 enum { DEVICE_ONLY = 0, HOST_OK = 1 };
 
-static CUresult check_ranges(uintptr_t dst, size_t dst_span, bool dst_host_ok, uintptr_t src,
-                             size_t src_span, bool src_host_ok)
-{
-    pthread_mutex_lock(&cd.lock);
-    bool usable =
-        cd_range_usable(dst, dst_span, dst_host_ok) && cd_range_usable(src, src_span, src_host_ok);
-    pthread_mutex_unlock(&cd.lock);
-    return usable ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
+/* Queues op on its stream (sync: on the default stream, and waits for it) once its memory is
+ * usable; sides for CD_STREAM_DEVICE take the stream's device. Takes ownership of op. */
 static CUresult submit(cd_op *op, bool sync, CUstream hStream)
 {
-    return sync ? cd_run_sync(op) : cd_enqueue(hStream, op);
+    cd_stream *s;
+    pthread_mutex_lock(&cd.lock);
+    CUresult result = cd_resolve_stream_locked(sync ? NULL : hStream, &s);
+    if (result == CUDA_SUCCESS) {
+        int device = s->ctx->device;
+        if (op->kind == CD_OP_COPY) {
+            if (op->u.copy.dst_device == CD_STREAM_DEVICE)
+                op->u.copy.dst_device = device;
+            if (op->u.copy.src_device == CD_STREAM_DEVICE)
+                op->u.copy.src_device = device;
+        } else if (op->u.memset.device == CD_STREAM_DEVICE) {
+            op->u.memset.device = device;
+        }
+        if (!cd_op_memory_usable_locked(op))
+            result = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (result != CUDA_SUCCESS)
+        cd_op_free_locked(op);
+    else
+        result = sync ? cd_run_sync_locked(op) : cd_enqueue_locked(hStream, op, &s);
+    pthread_mutex_unlock(&cd.lock);
+    return result;
+}
+
+/* A one-row copy whose sides need the stream's device's access. */
+static CUresult copy_op(cd_op **op, uintptr_t dst, bool dst_host_ok, uintptr_t src, bool src_host_ok,
+                        size_t size)
+{
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(*op = cd_op_new(CD_OP_COPY)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    (*op)->u.copy.dst = dst;
+    (*op)->u.copy.src = src;
+    (*op)->u.copy.width = size;
+    (*op)->u.copy.height = 1;
+    (*op)->u.copy.dst_host_ok = dst_host_ok;
+    (*op)->u.copy.src_host_ok = src_host_ok;
+    (*op)->u.copy.dst_device = (*op)->u.copy.src_device = CD_STREAM_DEVICE;
+    return CUDA_SUCCESS;
 }
 
 static CUresult copy(uintptr_t dst, bool dst_host_ok, uintptr_t src, bool src_host_ok, size_t size,
@@ -33,19 +64,9 @@ static CUresult copy(uintptr_t dst, bool dst_host_ok, uintptr_t src, bool src_ho
 {
     if (size == 0)
         return CUDA_SUCCESS;
-    if (!dst || !src)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult result = check_ranges(dst, size, dst_host_ok, src, size, src_host_ok);
-    if (result != CUDA_SUCCESS)
-        return result;
-    cd_op *op = cd_op_new(CD_OP_COPY);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.copy.dst = dst;
-    op->u.copy.src = src;
-    op->u.copy.width = size;
-    op->u.copy.height = 1;
-    return submit(op, sync, hStream);
+    cd_op *op;
+    CUresult result = copy_op(&op, dst, dst_host_ok, src, src_host_ok, size);
+    return result == CUDA_SUCCESS ? submit(op, sync, hStream) : result;
 }
 
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
@@ -120,10 +141,6 @@ static CUresult fill(CUdeviceptr dstDevice, size_t pitch, uint32_t value, unsign
     if (height > 1 &&
         (pitch < width || pitch % element_size || height - 1 > (SIZE_MAX - width) / pitch))
         return CUDA_ERROR_INVALID_VALUE;
-    size_t span = (height - 1) * pitch + width;
-    CUresult result = check_ranges(dst, span, DEVICE_ONLY, dst, 0, DEVICE_ONLY);
-    if (result != CUDA_SUCCESS)
-        return result;
     cd_op *op = cd_op_new(CD_OP_MEMSET);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -133,6 +150,7 @@ static CUresult fill(CUdeviceptr dstDevice, size_t pitch, uint32_t value, unsign
     op->u.memset.count = count;
     op->u.memset.pitch = pitch;
     op->u.memset.height = height;
+    op->u.memset.device = CD_STREAM_DEVICE;
     return submit(op, sync, hStream);
 }
 
@@ -214,14 +232,27 @@ CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int
     return fill(dstDevice, dstPitch, ui, 4, Width, Height, false, hStream);
 }
 
-/* ---- copies between devices: one address space here, so plain device copies ---- */
+/* ---- copies between devices: each side needs its own context's device's access ---- */
 
 static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
                           size_t size, bool sync, CUstream hStream)
 {
-    if (!dst_ctx || !src_ctx)
+    pthread_mutex_lock(&cd.lock);
+    const cd_ctx *d = cd_ctx_find_locked(dst_ctx), *s = cd_ctx_find_locked(src_ctx);
+    bool alive = d && s && d->alive && s->alive;
+    int dst_device = alive ? d->device : 0, src_device = alive ? s->device : 0;
+    pthread_mutex_unlock(&cd.lock);
+    if (!alive)
         return CUDA_ERROR_INVALID_CONTEXT;
-    return copy((uintptr_t)dst, DEVICE_ONLY, (uintptr_t)src, DEVICE_ONLY, size, sync, hStream);
+    if (size == 0)
+        return CUDA_SUCCESS;
+    cd_op *op;
+    CUresult result = copy_op(&op, (uintptr_t)dst, DEVICE_ONLY, (uintptr_t)src, DEVICE_ONLY, size);
+    if (result != CUDA_SUCCESS)
+        return result;
+    op->u.copy.dst_device = dst_device;
+    op->u.copy.src_device = src_device;
+    return submit(op, sync, hStream);
 }
 
 CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
@@ -285,11 +316,6 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, bool sync, CUstream hStream)
                              p->dstPitch, &dst, &dst_host_ok);
     if (result != CUDA_SUCCESS)
         return result;
-    size_t rows = p->Height - 1;
-    result = check_ranges(dst, rows * p->dstPitch + p->WidthInBytes, dst_host_ok, src,
-                          rows * p->srcPitch + p->WidthInBytes, src_host_ok);
-    if (result != CUDA_SUCCESS)
-        return result;
     cd_op *op = cd_op_new(CD_OP_COPY);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -299,6 +325,9 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, bool sync, CUstream hStream)
     op->u.copy.src_pitch = p->srcPitch;
     op->u.copy.width = p->WidthInBytes;
     op->u.copy.height = p->Height;
+    op->u.copy.dst_host_ok = dst_host_ok;
+    op->u.copy.src_host_ok = src_host_ok;
+    op->u.copy.dst_device = op->u.copy.src_device = CD_STREAM_DEVICE;
     return submit(op, sync, hStream);
 }
 

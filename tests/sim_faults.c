@@ -85,15 +85,17 @@ int main(void)
 
     /* Unsupported entry points: logged, counted, answered NOT_SUPPORTED. */
     unsigned long unsupported = sim_unsupported_calls();
-    CUresult (*ctx_create)(CUcontext *, void *, unsigned, CUdevice) = NULL;
+    CUresult (*pool_create)(CUmemoryPool *, const CUmemPoolProps *) = NULL;
     CUdriverProcAddressQueryResult status;
-    CHECK_CU(cuGetProcAddress_v2("cuCtxCreate", (void **)&ctx_create, 13000, 0, &status));
-    CUcontext ctx;
-    is_int(ctx_create(&ctx, NULL, 0, 0), CUDA_ERROR_NOT_SUPPORTED,
-           "cuCtxCreate (not implemented) answers NOT_SUPPORTED");
+    CHECK_CU(cuGetProcAddress_v2("cuMemPoolCreate", (void **)&pool_create, 13000, 0, &status));
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    is_int(pool_create(&pool, &props), CUDA_ERROR_NOT_SUPPORTED,
+           "cuMemPoolCreate (not implemented) answers NOT_SUPPORTED");
     is_uint(sim_unsupported_calls(), unsupported + 1,
             "sim_unsupported_calls counts it");
-    ok(file_mentions(log, "cuCtxCreate"), "and LMS_SIM_LOG has a line naming it");
+    ok(file_mentions(log, "cuMemPoolCreate"), "and LMS_SIM_LOG has a line naming it");
     is_int(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX_PITCH, 0), CUDA_ERROR_NOT_SUPPORTED,
            "an attribute the simulator does not model: NOT_SUPPORTED");
     ok(file_mentions(log, "attribute"), "logged too");

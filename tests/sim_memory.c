@@ -205,6 +205,9 @@ static void pinned_host_memory(void)
 int main(void)
 {
     plan(37);
+    /* Exact capacities: the driver's own memory is tested in sim_driver_memory. */
+    sim_set_context_reserve(0);
+    sim_set_kernel_reserve(0);
     sim_setup(8 * MiB);
     capacity_and_allocation();
     copies_and_memsets();

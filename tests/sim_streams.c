@@ -1,6 +1,7 @@
 /* The simulator's streams and events run work asynchronously and in order. */
 #include "tests/sim_testing.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,6 +21,25 @@ static void copy_int(const sim_launch *launch)
 }
 
 static CUfunction slow_store_fn, copy_int_fn;
+
+static pthread_mutex_t flag_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool flag;
+
+static void set_flag(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&flag_lock);
+    flag = true;
+    pthread_mutex_unlock(&flag_lock);
+}
+
+static bool flag_is_set(void)
+{
+    pthread_mutex_lock(&flag_lock);
+    bool set = flag;
+    pthread_mutex_unlock(&flag_lock);
+    return set;
+}
 
 static void register_kernels(void)
 {
@@ -74,7 +94,7 @@ static void unmap_under_queued_kernel(void *arg)
 
 int main(void)
 {
-    plan(28);
+    plan(30);
 
     /* First, while this process has no threads: a TSan child must not inherit any. */
     is_int(tap_run_in_child(unmap_under_queued_kernel, NULL), SIGSEGV,
@@ -177,11 +197,15 @@ int main(void)
     CHECK_CU(cuStreamSynchronize(s1));
     is_uint(sim_device_used(0), used - (1 << 20), "and freed once the stream got there");
 
-    /* Destroying a stream lets its queued work finish. */
+    /* Destroying a stream returns at once, and lets its queued work finish. */
     CUstream doomed;
     CHECK_CU(cuStreamCreate(&doomed, 0));
-    CHECK_CU(launch_slow_store(doomed, a, 99, 100));
+    CHECK_CU(launch_slow_store(doomed, a, 99, 300));
+    CHECK_CU(cuLaunchHostFunc(doomed, set_flag, NULL));
     is_int(cuStreamDestroy_v2(doomed), CUDA_SUCCESS, "cuStreamDestroy with queued work");
+    ok(!flag_is_set(), "returns at once, before the work ran");
+    CHECK_CU(cuCtxSynchronize());
+    ok(flag_is_set(), "cuCtxSynchronize still waits for a destroyed stream's work");
     is_int(read_int(a), 99, "the queued work ran");
     is_int(cuStreamQuery(doomed), CUDA_ERROR_INVALID_HANDLE,
            "a destroyed stream is an invalid handle");

@@ -177,8 +177,9 @@ int main(void)
     CHECK_CU(cuMemCreate(&numa, GRAIN, &on_numa, 0));
     is_uint(sim_device_used(0), 0, "host-located memory does not count against the device");
     CHECK_CU(cuMemMap(va, GRAIN, 0, numa, 0));
-    CUmemAccessDesc host_rw = {{CU_MEM_LOCATION_TYPE_HOST, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    CHECK_CU(cuMemSetAccess(va, GRAIN, &host_rw, 1));
+    const CUmemAccessDesc device_and_host[] = {
+        device_rw, {{CU_MEM_LOCATION_TYPE_HOST, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+    CHECK_CU(cuMemSetAccess(va, GRAIN, device_and_host, 2));
     CHECK_CU(launch_store(va + 1, 0x42));
     is_int(byte_at(va + 1), 0x42,
            "host-located memory mapped with access works like device memory");

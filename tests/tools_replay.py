@@ -23,7 +23,10 @@ tmp = scratch()
 
 def record(threshold_kb, exclude_mb, name="run"):
     path = os.path.join(tmp, f"{name}-t{threshold_kb}-e{exclude_mb}.json")
-    env = dict(os.environ, LMS_SIM_CAPACITY_MB="16", LMS_THRESHOLD_KB=str(threshold_kb),
+    # The driver's own memory (the context's, kernels' first launches) is left out: tune
+    # replays liblms's decisions, not the driver's out-of-memory answers below its limit.
+    env = dict(os.environ, LMS_SIM_CAPACITY_MB="16", LMS_SIM_CONTEXT_RESERVE_MB="0",
+               LMS_SIM_KERNEL_RESERVE_MB="0", LMS_THRESHOLD_KB=str(threshold_kb),
                LMS_EXCLUDE_MB=str(exclude_mb), LMS_TRACE=path, LMS_TRACE_USES="1")
     code, out, err = run([PROGRAM], env=env)
     return code, err, path
