@@ -45,6 +45,7 @@ $(BUILD)/tests/trainer_pytorch.t: tests/trainer_pytorch.py $(BUILD)/trainer/trai
 	cp $< $@ && chmod +x $@
 
 ALL_TARGETS += $(BUILD)/trainer/trainer $(TRAINER_SIM_MODULE)
+INSTALL_PRIVATE += $(TRAINER_SIM_MODULE)
 INSTALL_BIN += $(BUILD)/trainer/trainer
 TESTS += $(addprefix $(BUILD)/tests/,$(addsuffix .t,$(TRAINER_C_TESTS) trainer_sim_kernels $(TRAINER_SCRIPT_TESTS)))
 GPU_TESTS += $(BUILD)/tests/trainer_gpu_layers.t $(BUILD)/tests/trainer_pytorch.t
