@@ -4,20 +4,20 @@
  * restore count as a use); evicted ones are off the list until restored. */
 #include "policy/policy_impl.h"
 
+#include "policy/idmap.h"
+
 #include <stdlib.h>
-#include <uthash.h>
 
 typedef struct lru_entry {
     lms_alloc_id id;
     size_t bytes;
     int resident;
     struct lru_entry *older, *newer; /* neighbours on the resident list */
-    UT_hash_handle hh;
 } lru_entry;
 
 typedef struct lru_policy {
     lms_policy base;
-    lru_entry *by_id;   /* every live allocation */
+    lms_idmap by_id;    /* every live allocation: id -> entry */
     lru_entry *oldest;  /* resident list, least recently used first */
     lru_entry *newest;
 } lru_policy;
@@ -39,9 +39,8 @@ static void push_newest(lru_policy *lru, lru_entry *e)
 
 static lru_entry *find(lru_policy *lru, lms_alloc_id id)
 {
-    lru_entry *e;
-    HASH_FIND(hh, lru->by_id, &id, sizeof id, e);
-    return e;
+    const lms_idmap_slot *s = lms_idmap_find(&lru->by_id, id);
+    return s ? (lru_entry *)(uintptr_t)s->value : NULL;
 }
 
 static lms_policy *lru_create(void)
@@ -53,11 +52,10 @@ static lms_policy *lru_create(void)
 static void lru_destroy(lms_policy *policy)
 {
     lru_policy *lru = (lru_policy *)policy;
-    lru_entry *e, *tmp;
-    HASH_ITER(hh, lru->by_id, e, tmp) {
-        HASH_DEL(lru->by_id, e);
-        free(e);
-    }
+    size_t at = 0;
+    for (const lms_idmap_slot *s; (s = lms_idmap_next(&lru->by_id, &at));)
+        free((lru_entry *)(uintptr_t)s->value);
+    lms_idmap_free(&lru->by_id);
     free(lru);
 }
 
@@ -67,10 +65,11 @@ static void lru_created(lms_policy *policy, lms_alloc_id id, size_t bytes)
     lru_entry *e = find(lru, id);
     if (!e) {
         e = calloc(1, sizeof *e);
-        if (!e)
+        if (!e || !lms_idmap_put(&lru->by_id, id, (uintptr_t)e)) {
+            free(e);
             return; /* untracked: never chosen as a victim, which is safe */
+        }
         e->id = id;
-        HASH_ADD(hh, lru->by_id, id, sizeof e->id, e);
     } else if (e->resident) {
         unlink_entry(lru, e);
     }
@@ -87,7 +86,7 @@ static void lru_freed(lms_policy *policy, lms_alloc_id id)
         return;
     if (e->resident)
         unlink_entry(lru, e);
-    HASH_DEL(lru->by_id, e);
+    lms_idmap_remove(&lru->by_id, id);
     free(e);
 }
 
@@ -137,9 +136,10 @@ static size_t lru_choose_victims(lms_policy *policy, size_t bytes,
     return count;
 }
 
-static size_t lru_prefetch(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max)
+static size_t lru_prefetch(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
+                           lms_alloc_id *restore, size_t max)
 {
-    (void)policy; (void)next_step; (void)restore; (void)max;
+    (void)policy; (void)next_step; (void)room; (void)window; (void)restore; (void)max;
     return 0;
 }
 

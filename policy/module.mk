@@ -1,5 +1,6 @@
 # The eviction policies: pure C, linked into liblms.so and into the offline tools.
-POLICY_OBJS := $(BUILD)/policy/policy.o $(BUILD)/policy/lru.o
+POLICY_OBJS := $(addprefix $(BUILD)/policy/,policy.o lru.o lookahead.o period.o iteration.o heap.o \
+                 fenwick.o idmap.o)
 POLICY_LIB  := $(BUILD)/policy/libpolicy.a
 
 $(POLICY_LIB): $(POLICY_OBJS)
@@ -9,5 +10,8 @@ $(POLICY_LIB): $(POLICY_OBJS)
 $(BUILD)/tests/policy_lru.t: $(BUILD)/tests/policy_lru.o $(POLICY_LIB) $(BUILD)/tests/tap.o
 	$(CC) $(LDFLAGS) -o $@ $^
 
+$(BUILD)/tests/policy_lookahead.t: $(BUILD)/tests/policy_lookahead.o $(POLICY_LIB) $(BUILD)/tests/tap.o
+	$(CC) $(LDFLAGS) -o $@ $^
+
 ALL_TARGETS += $(POLICY_LIB)
-TESTS       += $(BUILD)/tests/policy_lru.t
+TESTS       += $(BUILD)/tests/policy_lru.t $(BUILD)/tests/policy_lookahead.t

@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-static const lms_policy_ops *const policies[] = { &lms_policy_lru_ops };
+static const lms_policy_ops *const policies[] = { &lms_policy_lru_ops, &lms_policy_lookahead_ops };
 
-const char *const lms_policy_names[] = { "lru", NULL };
+const char *const lms_policy_names[] = { "lru", "lookahead", NULL };
 
 lms_policy *lms_policy_create(const char *name)
 {
@@ -52,5 +52,11 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
 
 size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max)
 {
-    return policy->ops->prefetch(policy, next_step, restore, max);
+    return policy->ops->prefetch(policy, next_step, SIZE_MAX, SIZE_MAX, restore, max);
+}
+
+size_t lms_policy_prefetch_within(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
+                                  lms_alloc_id *restore, size_t max)
+{
+    return policy->ops->prefetch(policy, next_step, room, window, restore, max);
 }

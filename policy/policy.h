@@ -14,7 +14,11 @@
 typedef uint64_t lms_alloc_id;
 typedef struct lms_policy lms_policy;
 
-/* Names accepted by lms_policy_create, NULL-terminated ("lru" first: the default). */
+/* Names accepted by lms_policy_create, NULL-terminated ("lru" first: the default).
+ *   lru        the resident allocation used least recently goes first
+ *   lookahead  learns the sequence of steps a training loop repeats, then evicts what is
+ *              needed furthest in the future and names what to prefetch; LRU until it has
+ *              learned one, and again from a step that differs until it has relearned */
 extern const char *const lms_policy_names[];
 
 /* NULL when the name is unknown. */
@@ -25,7 +29,9 @@ const char *lms_policy_name(const lms_policy *policy);
 /* Life of an allocation. A created allocation is resident. */
 void lms_policy_created(lms_policy *policy, lms_alloc_id id, size_t bytes);
 void lms_policy_freed(lms_policy *policy, lms_alloc_id id);
-/* Launch (or copy, or memset) number `step` used it. Steps never decrease. */
+/* Launch (or copy, or memset) number `step` used it. Steps never decrease. lookahead learns
+ * from the set each step uses, so tell it all of a step's uses before asking for victims or
+ * prefetches for a later step (until then it answers as LRU). */
 void lms_policy_used(lms_policy *policy, lms_alloc_id id, uint64_t step);
 void lms_policy_evicted(lms_policy *policy, lms_alloc_id id);
 void lms_policy_restored(lms_policy *policy, lms_alloc_id id);
@@ -40,8 +46,25 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
                                  lms_alloc_id *victims, size_t max);
 
 /* Evicted allocations worth restoring before step `next_step` needs them, most urgent
- * first; at most `max`. LRU predicts nothing and returns 0. */
+ * first; at most `max`. LRU predicts nothing and returns 0; lookahead names those the steps
+ * after the last one it was told of need within one iteration, soonest needed first. */
 size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step,
                            lms_alloc_id *restore, size_t max);
+
+/* How far ahead to prefetch: lms_policy_prefetch's answer, cut before the first allocation
+ * that would pass either limit, for a caller that restores the answer in order, making room
+ * for each with lms_policy_choose_victims.
+ *   room    device memory (bytes) free for restores now. Beyond it a restore displaces
+ *           resident allocations, and only those needed after every allocation named so far
+ *           (or never) may go; lms_policy_choose_victims names those first, so nothing needed
+ *           sooner than what comes back is evicted for it.
+ *   window  bytes brought back ahead of need: those restored and not used since, and those
+ *           named. Going further ahead than the copies need to hide behind compute fills the
+ *           memory with what is needed soon and evicts more: on a training loop in 40% of
+ *           its memory, a window of four allocations takes every restore off the steps for 5%
+ *           more copies, no window costs twice the copies.
+ * The policy counts every allocation it was told of: give each device a policy of its own. */
+size_t lms_policy_prefetch_within(lms_policy *policy, uint64_t next_step, size_t room,
+                                  size_t window, lms_alloc_id *restore, size_t max);
 
 #endif

@@ -16,7 +16,8 @@ typedef struct lms_policy_ops {
     size_t (*choose_victims)(lms_policy *policy, size_t bytes,
                              int (*keep)(void *ctx, lms_alloc_id id), void *ctx,
                              lms_alloc_id *victims, size_t max);
-    size_t (*prefetch)(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max);
+    size_t (*prefetch)(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
+                       lms_alloc_id *restore, size_t max);
 } lms_policy_ops;
 
 /* Every policy's state starts with this header, so lms_policy_* can dispatch. */
@@ -25,5 +26,6 @@ struct lms_policy {
 };
 
 extern const lms_policy_ops lms_policy_lru_ops;
+extern const lms_policy_ops lms_policy_lookahead_ops;
 
 #endif

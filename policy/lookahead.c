@@ -1,0 +1,427 @@
+/* lookahead: Belady's choice on the learned iteration; LRU until there is one.
+ *
+ * Training repeats the same launches every iteration, so the steps the policy is told of (a
+ * launch, copy or memset, and the allocations lms_policy_used says it used) repeat too. The
+ * policy fingerprints each step's set of allocations and finds the period (period.h); then it
+ * records one more iteration as it happens (iteration.h) and, from then on, knows when each
+ * allocation is needed next. It evicts the resident allocation needed furthest in the future
+ * (first those the iteration never uses, least recently used first) and names the evicted
+ * ones needed soonest for prefetching. Each step is checked against the iteration: an
+ * allocation it should not use, or fewer than it should, means the sequence changed (a test
+ * phase, the last partial batch, another model), and the policy falls back to LRU until it
+ * has learned the new one. The LRU policy it falls back to is told of everything all along.
+ *
+ * Time is counted in records, the steps seen (from 1): the caller's step numbers may skip.
+ * An allocation's key is the record of its next use, or for one the iteration never uses
+ * NEVER_BASE and more, the larger the longer it has been idle; the resident ones are kept in
+ * a heap by key, furthest first, the evicted ones soonest first. */
+#include "policy/policy_impl.h"
+
+#include "policy/fenwick.h"
+#include "policy/heap.h"
+#include "policy/idmap.h"
+#include "policy/iteration.h"
+#include "policy/mix.h"
+#include "policy/period.h"
+
+#include <stdlib.h>
+
+#define NEVER_BASE ((uint64_t)1 << 63)
+
+typedef struct entry {
+    lms_heap_node node;          /* key (see above) and tie (the id); first: see entry_of */
+    lms_alloc_id id;
+    size_t bytes;
+    int resident;
+    int ahead;                   /* restored and not used since: brought back ahead of need */
+    uint64_t counted;            /* the last record that counted it */
+    uint64_t touched;            /* the last record it was created, used or restored in */
+    const lms_iteration_uses *uses;  /* while the iteration is known; NULL: it never uses it */
+} entry;
+
+enum state { LEARNING, RECORDING, KNOWN };  /* LEARNING is 0: where a policy starts */
+
+typedef struct lookahead {
+    lms_policy base;
+    lms_policy *lru;
+    lms_idmap by_id;             /* id -> entry */
+    size_t resident_bytes, ahead_bytes;
+    /* The step being told of: its caller's number, its record, its allocations (each once). */
+    uint64_t step, record;
+    lms_alloc_id *ids;
+    size_t id_count, id_cap;
+    uint64_t fingerprint;        /* the sum of its ids' hashes: any order gives the same */
+    lms_period period;
+    enum state state;
+    uint64_t length;             /* the period, from RECORDING on */
+    uint64_t start;              /* the record of the iteration's position 0 */
+    lms_iteration iteration;
+    /* While the iteration is known: */
+    lms_heap resident, evicted;
+    lms_fenwick resident_by_use; /* resident bytes by the record of their next use, mod 2 length */
+    lms_heap_walk walk;
+} lookahead;
+
+static entry *entry_of(lms_heap_node *node) { return (entry *)node; }
+
+static entry *find(const lookahead *lk, lms_alloc_id id)
+{
+    const lms_idmap_slot *s = lms_idmap_find(&lk->by_id, id);
+    return s ? (entry *)(uintptr_t)s->value : NULL;
+}
+
+/* Walks the entries: start with *at = 0. */
+static entry *next_entry(const lookahead *lk, size_t *at)
+{
+    const lms_idmap_slot *s = lms_idmap_next(&lk->by_id, at);
+    return s ? (entry *)(uintptr_t)s->value : NULL;
+}
+
+static uint64_t position(const lookahead *lk, uint64_t record)
+{
+    return (record + lk->length - lk->start) % lk->length;
+}
+
+/* The record of e's next use that has not happened yet: its use in the record being told of
+ * counts as done once counted. */
+static uint64_t next_use(const lookahead *lk, const entry *e)
+{
+    if (!e->uses)
+        return UINT64_MAX - e->touched;
+    uint64_t from = e->counted == lk->record ? lk->record : lk->record - 1;
+    int used_here;
+    return from + lms_iteration_until_next(&lk->iteration, e->uses, position(lk, from), &used_here);
+}
+
+/* ---- the bookkeeping of a known iteration ---- */
+
+static size_t use_slot(const lookahead *lk, uint64_t key) { return key % (2 * lk->length); }
+
+/* Resident predicted keys lie from the record being told of to one iteration past it, so
+ * 2 length slots hold them apart. */
+static void count_resident(lookahead *lk, const entry *e, int sign)
+{
+    if (e->resident && e->node.key < NEVER_BASE)
+        lms_fenwick_add(&lk->resident_by_use, use_slot(lk, e->node.key),
+                        sign > 0 ? (uint64_t)e->bytes : 0 - (uint64_t)e->bytes);
+}
+
+/* Files e by its next use, in the heap of its kind and the sums (the iteration is known). */
+static void index_entry(lookahead *lk, entry *e)
+{
+    e->node.key = next_use(lk, e);
+    lms_heap_push(e->resident ? &lk->resident : &lk->evicted, &e->node); /* else: never chosen */
+    count_resident(lk, e, +1);
+}
+
+static void unindex_entry(lookahead *lk, entry *e)
+{
+    count_resident(lk, e, -1);
+    lms_heap_remove(e->resident ? &lk->resident : &lk->evicted, &e->node);
+}
+
+/* Its next use changed: e moves within its heap and the sums. */
+static void refile(lookahead *lk, entry *e)
+{
+    count_resident(lk, e, -1);
+    e->node.key = next_use(lk, e);
+    lms_heap_update(e->resident ? &lk->resident : &lk->evicted, &e->node);
+    count_resident(lk, e, +1);
+}
+
+/* Takes e out of the tallies before its state changes; attach puts it back after. */
+static void detach(lookahead *lk, entry *e)
+{
+    if (e->resident)
+        lk->resident_bytes -= e->bytes;
+    if (e->ahead)
+        lk->ahead_bytes -= e->bytes;
+    if (lk->state == KNOWN)
+        unindex_entry(lk, e);
+}
+
+static void attach(lookahead *lk, entry *e)
+{
+    if (e->resident)
+        lk->resident_bytes += e->bytes;
+    if (e->ahead)
+        lk->ahead_bytes += e->bytes;
+    if (lk->state == KNOWN)
+        index_entry(lk, e);
+}
+
+/* Bytes of the resident allocations needed from the record being told of to `key`. */
+static uint64_t resident_needed_by(const lookahead *lk, uint64_t key)
+{
+    size_t from = use_slot(lk, lk->record), to = use_slot(lk, key) + 1;
+    const lms_fenwick *f = &lk->resident_by_use;
+    return from < to ? lms_fenwick_sum(f, to) - lms_fenwick_sum(f, from)
+                     : lms_fenwick_sum(f, f->size) - lms_fenwick_sum(f, from) + lms_fenwick_sum(f, to);
+}
+
+/* ---- learning ---- */
+
+static void forget_iteration(lookahead *lk)
+{
+    if (lk->state == KNOWN) {
+        lms_heap_clear(&lk->resident);
+        lms_heap_clear(&lk->evicted);
+        lms_fenwick_free(&lk->resident_by_use);
+        size_t at = 0;
+        for (entry *e; (e = next_entry(lk, &at));)
+            e->uses = NULL;
+    }
+    lms_iteration_clear(&lk->iteration);
+    lk->state = LEARNING;
+}
+
+/* The recorded iteration becomes the known one; the record just closed is its last step. */
+static void know_iteration(lookahead *lk)
+{
+    if (!lms_iteration_index(&lk->iteration) ||
+        !lms_fenwick_init(&lk->resident_by_use, 2 * lk->length)) {
+        forget_iteration(lk);
+        return;
+    }
+    lk->start = lk->record + 1 - lk->length;
+    lk->state = KNOWN;
+    size_t at = 0;
+    for (entry *e; (e = next_entry(lk, &at));) {
+        e->uses = lms_iteration_find(&lk->iteration, e->id);
+        index_entry(lk, e);
+    }
+}
+
+/* The step being told of is complete: check it against the iteration, or learn from it. */
+static void close_record(lookahead *lk)
+{
+    uint64_t confirmed = lms_period_feed(&lk->period, lms_mix64(lk->fingerprint + lk->id_count));
+    switch (lk->state) {
+    case KNOWN:
+        if (lk->id_count != lms_iteration_step_size(&lk->iteration, position(lk, lk->record)))
+            forget_iteration(lk);
+        return;
+    case RECORDING:
+        if (confirmed != lk->length || !lms_iteration_add_step(&lk->iteration, lk->ids, lk->id_count))
+            forget_iteration(lk);
+        else if (lk->iteration.length == lk->length)
+            know_iteration(lk);
+        return;
+    case LEARNING:
+        if (confirmed) {
+            lk->state = RECORDING;
+            lk->length = confirmed;
+        }
+        return;
+    }
+}
+
+/* Counts e in the step being told of. Returns 0 when the step departs from the known
+ * iteration, or when memory for recording it is short. */
+static int count_use(lookahead *lk, entry *e)
+{
+    e->counted = lk->record;
+    lk->fingerprint += lms_mix64(e->id);
+    lk->id_count++;
+    if (lk->state == RECORDING) {
+        if (lk->id_count > lk->id_cap) {
+            size_t cap = lk->id_cap ? lk->id_cap * 2 : 64;
+            lms_alloc_id *grown = realloc(lk->ids, cap * sizeof *grown);
+            if (!grown)
+                return 0;
+            lk->ids = grown;
+            lk->id_cap = cap;
+        }
+        lk->ids[lk->id_count - 1] = e->id;
+    } else if (lk->state == KNOWN) {
+        int used_here = 0;
+        if (e->uses)
+            lms_iteration_until_next(&lk->iteration, e->uses, position(lk, lk->record), &used_here);
+        return used_here;
+    }
+    return 1;
+}
+
+/* Whether the coming steps are the iteration's: it is known, and the step told of last used
+ * all it should (one that used fewer is found out at the latest when the next begins). */
+static int predicting(const lookahead *lk)
+{
+    return lk->state == KNOWN &&
+           lk->id_count == lms_iteration_step_size(&lk->iteration, position(lk, lk->record));
+}
+
+/* ---- the policy ---- */
+
+static lms_policy *lookahead_create(void)
+{
+    lookahead *lk = calloc(1, sizeof *lk);
+    if (!lk)
+        return NULL;
+    if (!(lk->lru = lms_policy_create("lru"))) {
+        free(lk);
+        return NULL;
+    }
+    lk->resident.largest_first = 1; /* the victims: needed furthest ahead first */
+    return &lk->base;
+}
+
+static void lookahead_destroy(lms_policy *policy)
+{
+    lookahead *lk = (lookahead *)policy;
+    forget_iteration(lk);
+    size_t at = 0;
+    for (entry *e; (e = next_entry(lk, &at));)
+        free(e);
+    lms_idmap_free(&lk->by_id);
+    lms_heap_free(&lk->resident);
+    lms_heap_free(&lk->evicted);
+    lms_heap_walk_free(&lk->walk);
+    lms_period_free(&lk->period);
+    free(lk->ids);
+    lms_policy_destroy(lk->lru);
+    free(lk);
+}
+
+static void lookahead_created(lms_policy *policy, lms_alloc_id id, size_t bytes)
+{
+    lookahead *lk = (lookahead *)policy;
+    lms_policy_created(lk->lru, id, bytes);
+    entry *e = find(lk, id);
+    if (e) {
+        detach(lk, e);
+    } else {
+        if (!(e = calloc(1, sizeof *e)) || !lms_idmap_put(&lk->by_id, id, (uintptr_t)e)) {
+            free(e);
+            return; /* untracked: never chosen as a victim, which is safe */
+        }
+        e->id = e->node.tie = id;
+        e->node.slot = LMS_HEAP_OUT;
+        if (lk->state == KNOWN)
+            e->uses = lms_iteration_find(&lk->iteration, id);
+    }
+    e->bytes = bytes;
+    e->resident = 1;
+    e->ahead = 0;
+    e->touched = lk->record;
+    attach(lk, e);
+}
+
+static void lookahead_freed(lms_policy *policy, lms_alloc_id id)
+{
+    lookahead *lk = (lookahead *)policy;
+    lms_policy_freed(lk->lru, id);
+    entry *e = find(lk, id);
+    if (!e)
+        return;
+    detach(lk, e);
+    lms_idmap_remove(&lk->by_id, id);
+    free(e);
+}
+
+static void lookahead_used(lms_policy *policy, lms_alloc_id id, uint64_t step)
+{
+    lookahead *lk = (lookahead *)policy;
+    lms_policy_used(lk->lru, id, step);
+    entry *e = find(lk, id);
+    if (!e)
+        return; /* not an allocation the policy manages: not part of the sequence */
+    if (lk->record == 0 || step != lk->step) {
+        if (lk->record)
+            close_record(lk);
+        lk->step = step;
+        lk->record++;
+        lk->id_count = 0;
+        lk->fingerprint = 0;
+    }
+    if (e->counted == lk->record)
+        return;
+    if (!count_use(lk, e))
+        forget_iteration(lk);
+    if (e->ahead)
+        lk->ahead_bytes -= e->bytes;
+    e->ahead = 0;
+    e->touched = lk->record;
+    if (lk->state == KNOWN)
+        refile(lk, e);
+}
+
+static void lookahead_evicted(lms_policy *policy, lms_alloc_id id)
+{
+    lookahead *lk = (lookahead *)policy;
+    lms_policy_evicted(lk->lru, id);
+    entry *e = find(lk, id);
+    if (!e || !e->resident)
+        return;
+    detach(lk, e);
+    e->resident = e->ahead = 0;
+    attach(lk, e);
+}
+
+static void lookahead_restored(lms_policy *policy, lms_alloc_id id)
+{
+    lookahead *lk = (lookahead *)policy;
+    lms_policy_restored(lk->lru, id);
+    entry *e = find(lk, id);
+    if (!e || e->resident)
+        return;
+    detach(lk, e);
+    e->resident = e->ahead = 1;
+    e->touched = lk->record;
+    attach(lk, e);
+}
+
+static size_t lookahead_choose_victims(lms_policy *policy, size_t bytes,
+                                       int (*keep)(void *ctx, lms_alloc_id id), void *ctx,
+                                       lms_alloc_id *victims, size_t max)
+{
+    lookahead *lk = (lookahead *)policy;
+    if (!predicting(lk) || !lms_heap_walk_start(&lk->walk, &lk->resident))
+        return lms_policy_choose_victims(lk->lru, bytes, keep, ctx, victims, max);
+    size_t count = 0, freed = 0;
+    for (lms_heap_node *n; freed < bytes && count < max && (n = lms_heap_walk_next(&lk->walk));) {
+        entry *e = entry_of(n);
+        if (keep && keep(ctx, e->id))
+            continue;
+        victims[count++] = e->id;
+        freed += e->bytes;
+    }
+    return count;
+}
+
+static size_t lookahead_prefetch(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
+                                 lms_alloc_id *restore, size_t max)
+{
+    (void)next_step; /* the answer is for the steps after the last one told of */
+    lookahead *lk = (lookahead *)policy;
+    if (!predicting(lk) || !lms_heap_walk_start(&lk->walk, &lk->evicted))
+        return 0;
+    /* Restoring e displaces the resident allocations needed after it (and those never
+     * needed): what is needed up to its use, e included, must fit in room + resident. */
+    uint64_t budget = room > UINT64_MAX - lk->resident_bytes ? UINT64_MAX : room + lk->resident_bytes;
+    uint64_t listed = 0;
+    size_t count = 0;
+    for (lms_heap_node *n; count < max && (n = lms_heap_walk_next(&lk->walk));) {
+        entry *e = entry_of(n);
+        if (n->key >= NEVER_BASE)
+            break;
+        uint64_t needed = resident_needed_by(lk, n->key) + listed + e->bytes;
+        if (needed > budget || lk->ahead_bytes + listed + e->bytes > window)
+            break;
+        restore[count++] = e->id;
+        listed += e->bytes;
+    }
+    return count;
+}
+
+const lms_policy_ops lms_policy_lookahead_ops = {
+    .name = "lookahead",
+    .create = lookahead_create,
+    .destroy = lookahead_destroy,
+    .created = lookahead_created,
+    .freed = lookahead_freed,
+    .used = lookahead_used,
+    .evicted = lookahead_evicted,
+    .restored = lookahead_restored,
+    .choose_victims = lookahead_choose_victims,
+    .prefetch = lookahead_prefetch,
+};
