@@ -156,8 +156,13 @@ CUresult cuEventQuery(CUevent hEvent)
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
     CUresult result = check_queryable_locked(e, "cuEventQuery");
-    if (result == CUDA_SUCCESS && (e->done_seq < e->record_seq || e->vt_recorded > cd_host_now()))
+    /* Virtual time alone answers, so that a program polling a query sees the same answers,
+     * and its clock the same time, on every run; work that virtual time says is done is
+     * waited for if the worker threads are behind. */
+    if (result == CUDA_SUCCESS && e->vt_recorded > cd_host_now())
         result = CUDA_ERROR_NOT_READY;
+    while (result == CUDA_SUCCESS && e->done_seq < e->record_seq)
+        pthread_cond_wait(&cd.progress, &cd.lock);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }

@@ -165,6 +165,15 @@ static struct cd_kernel *find_kernel_locked(const void *handle)
     return NULL;
 }
 
+void sim_set_kernel_cost(const void *kernel, sim_cost_fn cost)
+{
+    pthread_mutex_lock(&cd.lock);
+    struct cd_kernel *k = find_kernel_locked(kernel);
+    if (k)
+        k->cost = cost;
+    pthread_mutex_unlock(&cd.lock);
+}
+
 /* The launch a kernel function or a cost function sees: params[i] points into the op's
  * packed arguments. The caller frees launch->params. */
 static sim_launch launch_of(const cd_op *op)

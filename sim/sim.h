@@ -54,6 +54,13 @@ CUkernel sim_register_kernel(const char *name, sim_kernel_fn fn,
                                     int param_count, const size_t *param_sizes);
 CUfunction sim_register_function(const char *name, sim_kernel_fn fn,
                                         int param_count, const size_t *param_sizes);
+/* Gives a registered kernel (a CUkernel or CUfunction) a cost function for the timing model
+ * (sim_module.h); without one a launch takes the shortest kernel's time. A test kernel that
+ * really runs long gives itself the same virtual duration, so that queries, which answer
+ * from virtual time, see it running. */
+struct sim_kernel_cost;
+void sim_set_kernel_cost(const void *kernel, void (*cost)(const sim_launch *launch,
+                                                          struct sim_kernel_cost *cost));
 
 /* Device shape; call before cuInit (or use the environment above). A preset ("test",
  * "h100") sets every field of the shape, the others one; an unknown preset is

@@ -632,8 +632,11 @@ CUresult cuStreamQuery(CUstream hStream)
         result = cd_capture_check_stream_locked(s, true);
     if (result == CUDA_SUCCESS)
         result = cd_capture_unsafe_call_locked("cuStreamQuery");
-    if (result == CUDA_SUCCESS && (busy(s) || cd_stream_vt_end_locked(s) > cd_host_now()))
+    /* As cuEventQuery: virtual time answers, the worker threads are waited for. */
+    if (result == CUDA_SUCCESS && cd_stream_vt_end_locked(s) > cd_host_now())
         result = CUDA_ERROR_NOT_READY;
+    if (result == CUDA_SUCCESS)
+        wait_until_locked(s, s->submitted);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }

@@ -73,6 +73,7 @@ int main(void)
     const size_t slow_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
     const size_t copy_sizes[] = {sizeof(int *), sizeof(int *)};
     slow_store_fn = (CUfunction)sim_register_kernel("slow_store", slow_store, 3, slow_sizes);
+    sim_set_kernel_cost(slow_store_fn, slow_store_cost);
     copy_int_fn = (CUfunction)sim_register_kernel("copy_int", copy_int, 2, copy_sizes);
     CUdeviceptr a, b, c;
     CHECK_CU(cuMemAlloc_v2(&a, sizeof(int)));
@@ -81,6 +82,11 @@ int main(void)
     CHECK_CU(cuMemsetD32_v2(a, 0, 1));
     CHECK_CU(cuMemsetD32_v2(b, 0, 1));
     CHECK_CU(cuMemsetD32_v2(c, 0, 1));
+    /* The work that must not wait below is a copy from pinned memory: the copy engine runs it
+     * beside a kernel, where the timing model would run a second kernel after the first. */
+    int *pinned;
+    CHECK_CU(cuMemHostAlloc((void **)&pinned, sizeof(int), 0));
+    *pinned = 5;
 
     /* Ids: one per stream, the special ones included. */
     CUstream created;
@@ -107,7 +113,7 @@ int main(void)
     pthread_create(&thread, NULL, other_thread, &other);
     pthread_join(thread, NULL);
     ok(other.id != per_thread && other.id != legacy, "another thread's per-thread stream is another");
-    CHECK_CU(launch_copy_int(CU_STREAM_PER_THREAD, b, a));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(b, pinned, sizeof(int), CU_STREAM_PER_THREAD));
     CHECK_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     is_int(cuEventQuery(other.done), CUDA_ERROR_NOT_READY,
            "synchronizing this thread's per-thread stream does not wait for the other thread's");
@@ -126,7 +132,7 @@ int main(void)
 
     /* Not with respect to other blocking streams: only the legacy stream synchronizes so. */
     CHECK_CU(launch_slow_store(created, a, 13, 400));
-    CHECK_CU(launch_copy_int(CU_STREAM_PER_THREAD, c, b));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(c, pinned, sizeof(int), CU_STREAM_PER_THREAD));
     CHECK_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     is_int(cuStreamQuery(created), CUDA_ERROR_NOT_READY,
            "per-thread work does not wait for another blocking stream");

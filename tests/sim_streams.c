@@ -46,6 +46,7 @@ static void register_kernels(void)
     const size_t slow_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
     const size_t copy_sizes[] = {sizeof(int *), sizeof(int *)};
     slow_store_fn = (CUfunction)sim_register_kernel("slow_store", slow_store, 3, slow_sizes);
+    sim_set_kernel_cost(slow_store_fn, slow_store_cost);
     copy_int_fn = (CUfunction)sim_register_kernel("copy_int", copy_int, 2, copy_sizes);
 }
 
@@ -152,8 +153,8 @@ int main(void)
            "elapsed time of an unfinished event: NOT_READY");
     CHECK_CU(cuEventSynchronize(done));
     is_int(cuEventElapsedTime_v2(&ms, start, done), CUDA_SUCCESS, "elapsed time once both ran");
-    ok(ms > 0 && ms < 1, "elapsed time is virtual: a kernel without a cost function is priced as "
-       "the shortest kernel, however long it really ran (%.4f ms)", (double)ms);
+    ok(ms >= 100 && ms < 100.1, "elapsed time is virtual: the 100 ms kernel as its cost function "
+       "prices it (%.4f ms)", (double)ms);
     is_int(cuEventElapsedTime_v2(&ms, start, never), CUDA_ERROR_INVALID_HANDLE,
            "elapsed time to an event never recorded: INVALID_HANDLE");
     is_int(cuEventElapsedTime_v2(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE,
