@@ -4,7 +4,7 @@
 set -u
 . "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 
-echo "1..29"
+echo "1..30"
 
 # expect_error "message fragment" args...: exit 2, the fragment on stderr, nothing left behind.
 expect_error() {
@@ -30,6 +30,7 @@ expect_error "unknown model 'nosuch'" train --model nosuch --cpu
 expect_error "--batch: expected an integer of at least 1, got '0'" train --model lenet --batch 0 --cpu
 expect_error "--iters: expected an integer" train --model lenet --iters many --cpu
 expect_error "several GPUs" train --model lenet --gpu 0,1
+expect_error "--cudnn-batch: expected an integer of at least 1, got '0'" train --model lenet --cudnn-batch 0 --cpu
 expect_error "--lr-policy bogus" train --model lenet --lr-policy bogus --cpu
 expect_error "--lr-policy step needs --stepsize" train --model lenet --lr-policy step --cpu
 expect_error "--size 20: must be a multiple of 16" train --model unet3d --size 20 --cpu
@@ -66,13 +67,15 @@ fi
 
 "$trainer" --help >out.txt 2>&1
 status=$?
-grep -q "usage: trainer train|test|time|info" out.txt && grep -q -- "--sim " out.txt
-report $((status + $?)) "--help prints the usage, --sim included, and exits 0"
+grep -q "usage: trainer train|test|time|info" out.txt && grep -q -- "--sim " out.txt &&
+    grep -q -- "--strict-fp32 " out.txt && grep -q "cuDNN workspace, one buffer all convolutions share" out.txt
+report $((status + $?)) "--help prints the usage, --sim, --strict-fp32 and the shared workspace's cap included, and exits 0"
 
 # lenet at batch 64, by hand (floats): tensors with data and diff: conv1 64*20*24*24, pool1
 # 64*20*12*12, conv2 64*50*8*8, pool2 64*50*4*4, ip1 64*500 (relu1 in place), ip2 64*10;
-# data only: input 64*784, label 64, loss 1, softmax probabilities 64*10.
-activations=$(( (2 * (64*20*24*24 + 64*20*12*12 + 64*50*8*8 + 64*50*4*4 + 64*500 + 64*10) + 64*784 + 64 + 1 + 64*10) * 4 ))
+# data only: input 64*784, label 64, loss 1, softmax probabilities 64*10, and the argmax of
+# both max poolings (an int32 per output).
+activations=$(( (2 * (64*20*24*24 + 64*20*12*12 + 64*50*8*8 + 64*50*4*4 + 64*500 + 64*10) + 64*784 + 64 + 1 + 64*10 + 64*20*12*12 + 64*50*4*4) * 4 ))
 params=$(( (20*1*5*5 + 20 + 50*20*5*5 + 50 + 500*800 + 500 + 10*500 + 10) * 4 ))
 "$trainer" info --model lenet --batch 64 >out.txt
 grep -q "activations: $activations bytes" out.txt
@@ -84,8 +87,8 @@ report $? "info: lenet has Caffe's 431080 parameters"
 
 # cifar10_full at batch 100: conv1 32x32x32, pool1 / norm1 / conv2 32x16x16, pool2 / norm2 32x8x8,
 # conv3 64x8x8, pool3 64x4x4, ip1 10 with diffs; input 3x32x32, label, loss; LRN scales of norm1
-# and norm2 and the probabilities without.
-per_image=$(( 2 * (32*32*32 + 3 * 32*16*16 + 2 * 32*8*8 + 64*8*8 + 64*4*4 + 10) + 3*32*32 + 1 + 32*16*16 + 32*8*8 + 10 ))
+# and norm2, the argmax of pool1 (max; pool2 and pool3 average) and the probabilities without.
+per_image=$(( 2 * (32*32*32 + 3 * 32*16*16 + 2 * 32*8*8 + 64*8*8 + 64*4*4 + 10) + 3*32*32 + 1 + 32*16*16 + 32*8*8 + 32*16*16 + 10 ))
 "$trainer" info --model cifar10_full --batch 100 >out.txt
 grep -q "activations: $(( (100 * per_image + 1) * 4 )) bytes" out.txt
 report $? "info: cifar10_full activations at batch 100 are $(( (100 * per_image + 1) * 4 )) bytes"

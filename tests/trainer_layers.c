@@ -125,7 +125,7 @@ static Net *input_net(int n, int c, int d, int h, int w, int label_spatial)
 
 int main(void)
 {
-    plan(34);
+    plan(36);
     Net *net;
 
     net = input_net(2, 3, 1, 7, 6, 0);
@@ -218,6 +218,28 @@ int main(void)
     const float *y = net->tensors[net->layers[0].top].data;
     ok(y[0] == 3.0f && y[1] == 4.5f, "ceil average pooling divides the overhanging window by its clipped size: %g %g",
        y[0], y[1]);
+    net_free(net);
+
+    /* Max pooling keeps each window's winner for backward: the first largest in scan order, an
+     * int32 index within the channel; backward routes each gradient there alone. */
+    net = input_net(1, 2, 1, 3, 5, 0);
+    int pooled = net_add_pool(net, "max", net->input, POOL_MAX, 3, 2, 0);
+    net->input_gradient = 1;
+    net_setup(net, &cpu_backend, 1, err, sizeof err);
+    const float planes[30] = {1, 9, 3, 9, 5, 2, 0, 7, 1, 1, 0, 0, 0, 0, 0, /* ties everywhere: */
+                              4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
+    memcpy(net->tensors[net->input].data, planes, sizeof planes);
+    net_forward(net);
+    const int32_t *won = (const int32_t *)net->layers[0].aux.data;
+    ok(net->tensors[pooled].w == 2 && won[0] == 1 && won[1] == 3 && won[2] == 0 && won[3] == 2,
+       "max pooling saves the argmax within the channel, the first in scan order: %d %d, ties %d %d", won[0], won[1],
+       won[2], won[3]);
+    memcpy(net->tensors[pooled].diff, (const float[]){1, 2, 3, 4}, 4 * sizeof(float));
+    net_backward(net);
+    const float *dx = net->tensors[net->input].diff;
+    float want[30] = {0};
+    want[1] = 1, want[3] = 2, want[15] = 3, want[17] = 4;
+    ok(!memcmp(dx, want, sizeof want), "max pooling's backward sends each gradient to the saved argmax only");
     net_free(net);
 
     net = input_net(1, 1, 1, 1, 3, 0);

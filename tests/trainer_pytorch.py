@@ -77,11 +77,10 @@ def main():
         with open(os.path.join(work, "data_batch_1.bin"), "wb") as f:
             for i in range(BATCH):
                 f.write(bytes([labels[i].item()]) + pixels[i].numpy().tobytes())
-        env = dict(os.environ, NVIDIA_TF32_OVERRIDE="0")
         run = subprocess.run([trainer, "train", "--model", "cifar10_full", "--batch", str(BATCH), "--iters", "1",
                               "--lr", "1", "--momentum", "0", "--weight-decay", "0", "--test-interval", "0",
-                              "--display", "1", "--data", "cifar10:" + work, "--snapshot-prefix",
-                              os.path.join(work, "one")], env=env, capture_output=True, text=True)
+                              "--display", "1", "--strict-fp32", "--data", "cifar10:" + work, "--snapshot-prefix",
+                              os.path.join(work, "one")], capture_output=True, text=True)
         if run.returncode != 0:
             print("1..1\nnot ok 1 - the trainer runs one iteration on the GPU")
             sys.stderr.write(run.stderr)

@@ -173,6 +173,20 @@ report $((status + $?)) "time --sim reports each layer's forward and backward"
     "$trainer" info --model unet3d --size 16 >info.txt && cmp -s info.txt info_sim.txt
 report $? "info --sim prints what info prints"
 
+# images/s leaves out the warm-up and the snapshots, on the simulated clock as on a GPU: a run
+# that snapshots every 4 iterations (lenet's 3.4 MB take about as long as the iterations they
+# follow) reports the rate of one that does not, within what restarting the clock costs.
+# Kernels not run (timing-only): only the clock counts here.
+rate() { # SNAPSHOT_INTERVAL
+    rm -f rate_iter_*.snap
+    LMS_SIM_EXECUTE=timing-only "$trainer" train --model lenet --batch 256 --iters 13 --display 0 \
+        --test-interval 0 --snapshot "$1" --sim --snapshot-prefix rate 2>&1 |
+        sed -n 's/.*Optimization Done: 13 iterations; the last 8 in .*: \([^ ]*\) images\/s (5 of warm-up, .*/\1/p'
+}
+plain=$(rate 0) snapshots=$(rate 4)
+awk -v a="$plain" -v b="$snapshots" 'BEGIN { exit !(a > 0 && b > 0.95 * a && b < 1.05 * a) }'
+report $? "images/s of the last 8 of 13 iterations, with snapshots every 4 iterations and without: ${snapshots:-?}, ${plain:-?}"
+
 # 10^4 launches with the cache at 1/4 of unet3d's peak demand, kernels not run
 # (LMS_SIM_EXECUTE=timing-only): the driver calls are what counts here, and the arithmetic
 # would take minutes. A first iteration measures the peak.

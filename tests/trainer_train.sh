@@ -7,13 +7,20 @@ set -u
 # "ITER LOSS" for every displayed iteration of a log.
 losses() { sed -n 's/.*] Iteration \([0-9]*\) (.*loss = \(.*\)$/\1 \2/p' "$1"; }
 
-echo "1..11"
+echo "1..13"
 
 "$trainer" train --model lenet --cpu --batch 8 --iters 20 --display 1 --test-interval 0 --snapshot-prefix fall 2>fall.log
 report $? "lenet trains 20 iterations on the CPU"
 losses fall.log >fall.txt
 awk 'NR <= 5 { first += $2 } NR > 15 { last += $2 } END { exit !(NR == 20 && last < 0.5 * first) }' fall.txt
 report $? "the loss falls: mean of the last 5 iterations < half the mean of the first 5 ($(head -1 fall.txt | cut -d' ' -f2) -> $(tail -1 fall.txt | cut -d' ' -f2))"
+
+# Rates leave out the warm-up: the first 5 iterations, or the first half of a shorter run.
+warm=$(grep -c '] Iteration [0-4] (warm-up), loss = ' fall.log)
+grep -q '] Iteration 5 ([0-9.e+]* iter/s, [0-9.e+]* images/s), loss = ' fall.log &&
+    grep -q 'Optimization Done: 20 iterations; the last 15 in .*: [0-9.e+]* images/s (5 of warm-up, tests and snapshots not timed)' fall.log &&
+    [ "$warm" -eq 5 ]
+report $? "train: iterations 0 to 4 are warm-up ($warm shown so), images/s counts the last 15 of 20"
 
 common="--model cifar10_quick --cpu --batch 2 --iters 6 --display 1 --test-interval 3 --test-iters 1"
 "$trainer" train $common --snapshot 3 --snapshot-prefix whole 2>whole.log
@@ -42,6 +49,10 @@ report $((status + $?)) "test evaluates a snapshot and reports accuracy"
 status=$?
 grep -q "norm1	forward: " time.log && grep -q "Average Forward-Backward" time.log
 report $((status + $?)) "time reports each layer's forward and backward, cifar10_full"
+"$trainer" time --model lenet --cpu --batch 2 --iters 3 2>time.log
+status=$?
+grep -q "Average Forward-Backward: .* images/s, synchronising after every layer; over 2 passes after 1 of warm-up)" time.log
+report $((status + $?)) "time leaves out the first half of a short run as warm-up: 2 of 3 passes timed"
 
 "$trainer" train --model unet3d --size 16 --cpu --batch 1 --iters 1 --display 1 --test-interval 0 \
     --snapshot-prefix unet 2>unet.log &&

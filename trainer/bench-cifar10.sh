@@ -10,6 +10,6 @@ trap 'rm -rf "$work"' EXIT
 for batch in 1024 4096 16384; do
     "$trainer" train --model cifar10_full --batch "$batch" --iters "$iters" --display 0 --test-interval 0 \
         --snapshot-prefix "$work/bench" 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
-    rate=$(sed -n 's/.*Optimization Done: .*(\(.*\) images\/s).*/\1/p' "$work/log")
+    rate=$(sed -n 's/.*Optimization Done: .*: \([^ ]*\) images\/s.*/\1/p' "$work/log")
     echo "cifar10_full batch $batch: $rate images/s ($iters iterations, synthetic data)"
 done

@@ -3,13 +3,24 @@
 #include "trainer/cpu_layers.h"
 #include "trainer/net.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* Filled with NaN rather than left as malloc's bytes: a layer that read a buffer before writing
+ * it would show in every loss (and in the --sim run's, which must equal these digit for digit),
+ * as it might go unnoticed on a GPU, whose fresh memory is often zero. */
 static float *cpu_alloc(size_t count)
 {
-    return calloc(count ? count : 1, sizeof(float));
+    float *p = malloc((count ? count : 1) * sizeof(float));
+    for (size_t i = 0; p && i < count; i++) p[i] = NAN;
+    return p;
+}
+
+static void cpu_zero(float *p, size_t count)
+{
+    memset(p, 0, count * sizeof(float));
 }
 
 static void cpu_release(float *p)
@@ -78,6 +89,7 @@ const Backend cpu_backend = {
     .name = "CPU",
     .alloc = cpu_alloc,
     .release = cpu_release,
+    .zero = cpu_zero,
     .upload = cpu_copy,
     .download = cpu_copy,
     .upload_bytes = cpu_upload_bytes,

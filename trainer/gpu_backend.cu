@@ -1,6 +1,7 @@
 /* The GPU backend (see gpu_backend.h). Convolutions, their biases and softmax are cuDNN's,
  * inner products cuBLAS's, the rest the kernels of gpu_kernels.cu. Everything runs on one
  * stream; the host waits only to download (the loss at display time, snapshots). */
+#include "trainer/batch_pieces.h"
 #include "trainer/gpu_backend.h"
 #include "trainer/gpu_kernels.h"
 #include "trainer/net.h"
@@ -33,7 +34,7 @@ static void check_cudnn(cudnnStatus_t s, const char *what, const char *file, int
 static void check_cublas(cublasStatus_t s, const char *what, const char *file, int line)
 {
     if (s == CUBLAS_STATUS_SUCCESS) return;
-    fprintf(stderr, "trainer: cuBLAS error %d at %s:%d: %s\n", (int)s, file, line, what);
+    fprintf(stderr, "trainer: cuBLAS error %s at %s:%d: %s\n", cublasGetStatusString(s), file, line, what);
     exit(1);
 }
 
@@ -41,51 +42,221 @@ static struct {
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     cudaStream_t stream;
-    int deterministic;
-    size_t workspace_limit;
-    float *workspace; /* shared by every convolution: they run one at a time */
+    GpuOptions opt;
+    void *workspace; /* shared by every convolution: they run one at a time */
     size_t workspace_size;
 } gpu;
 
-/* cuDNN state of a convolution. For a transposed convolution the roles swap: its forward is
- * the convolution's backward data, and `in` is its top. */
-typedef struct ConvState {
-    cudnnTensorDescriptor_t in, out, bias;
-    cudnnFilterDescriptor_t filter;
-    cudnnConvolutionDescriptor_t fwd_desc, bwd_data_desc, bwd_filter_desc; /* each with its algorithm's math */
+/* ---- descriptors (prepare: no GPU needed) ---- */
+
+/* One sub-batch shape of a convolution, in the convolution's own terms: for a transposed one
+ * the roles swap (its forward is the convolution's backward data, and `in` is its top). Each
+ * pass has its own convolution descriptor, which carries its algorithm's math type. */
+typedef struct ConvShape {
+    cudnnTensorDescriptor_t in, out;
+    cudnnConvolutionDescriptor_t fwd_desc, bwd_data_desc, bwd_filter_desc;
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    int need_fwd, need_bwd_data;
+} ConvShape;
+
+typedef struct ConvState {
+    BatchPieces pieces;
+    ConvShape shape[2]; /* whole pieces, and a shorter last one */
+    cudnnTensorDescriptor_t bias;
+    cudnnFilterDescriptor_t filter;
+    size_t in_image, out_image; /* elements per image of in and out */
+    int need_fwd, need_bwd_data; /* the passes that run, known at setup */
 } ConvState;
 
 typedef struct SoftmaxState {
-    cudnnTensorDescriptor_t desc; /* N x C x (D*H*W) x 1 */
+    BatchPieces pieces;
+    cudnnTensorDescriptor_t desc[2]; /* N x C x (D*H*W) x 1, for whole pieces and the last */
+    size_t image;
 } SoftmaxState;
 
-static void set_tensor(cudnnTensorDescriptor_t desc, int n, int c, int d, int h, int w)
+/* Where prepare fails it says so rather than exiting: the caller reports, a test asserts. */
+#define TRY(call)                                                                                            \
+    do {                                                                                                     \
+        cudnnStatus_t status_ = (call);                                                                      \
+        if (status_ != CUDNN_STATUS_SUCCESS) {                                                               \
+            snprintf(err, errlen, "layer %s: cuDNN refused %s: %s", l->name, #call, cudnnGetErrorString(status_)); \
+            return -1;                                                                                       \
+        }                                                                                                    \
+    } while (0)
+
+/* cuDNN wants tensors, filters and convolutions of one rank: 4-D for a net of images, 5-D for
+ * one of volumes, whatever a tensor's own depth (unet3d's deepest level can be 1x1x1). Strides
+ * are ints: callers have checked that an image holds fewer than 2^31 elements. */
+static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t desc, int deep, int n, const Tensor *t)
 {
-    if (d == 1) {
-        cudnnCheck(cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
-    } else {
-        int dim[5] = {n, c, d, h, w}, stride[5] = {c * d * h * w, d * h * w, h * w, w, 1};
-        cudnnCheck(cudnnSetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, 5, dim, stride));
-    }
+    if (!deep) return cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, t->c, t->h, t->w);
+    int dim[5] = {n, t->c, t->d, t->h, t->w};
+    int stride[5] = {(int)tensor_sample(t), (int)tensor_spatial(t), t->h * t->w, t->w, 1};
+    return cudnnSetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, 5, dim, stride);
 }
 
-static void set_conv_desc(cudnnConvolutionDescriptor_t desc, const Layer *l, int deep, cudnnMathType_t math)
+static cudnnMathType_t base_math(const GpuOptions *opt)
+{
+    return opt->strict_fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+}
+
+static cudnnStatus_t set_conv_desc(cudnnConvolutionDescriptor_t desc, const Layer *l, int deep, cudnnMathType_t math)
 {
     const Window *k = &l->p.conv.win;
-    if (!deep) {
-        cudnnCheck(cudnnSetConvolution2dDescriptor(desc, k->pad[1], k->pad[2], k->stride[1], k->stride[2], 1, 1,
-                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    } else {
-        int dil[3] = {1, 1, 1};
-        cudnnCheck(cudnnSetConvolutionNdDescriptor(desc, 3, k->pad, k->stride, dil, CUDNN_CROSS_CORRELATION,
-                                                   CUDNN_DATA_FLOAT));
+    int dil[3] = {1, 1, 1};
+    cudnnStatus_t s = !deep ? cudnnSetConvolution2dDescriptor(desc, k->pad[1], k->pad[2], k->stride[1], k->stride[2], 1,
+                                                              1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)
+                            : cudnnSetConvolutionNdDescriptor(desc, 3, k->pad, k->stride, dil, CUDNN_CROSS_CORRELATION,
+                                                              CUDNN_DATA_FLOAT);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionGroupCount(desc, l->p.conv.group);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(desc, math);
+    return s;
+}
+
+/* The pieces of a layer's batch, whose largest tensor holds per_image elements per image. */
+static int cut_batch(const Layer *l, int batch, size_t per_image, const GpuOptions *opt, BatchPieces *p, char *err,
+                     size_t errlen)
+{
+    if (!batch_pieces(batch, per_image, CUDNN_MAX_ELEMENTS, opt->max_images, p)) return 0;
+    snprintf(err, errlen,
+             "layer %s: one image's tensor holds %zu elements, and cuDNN's legacy API takes fewer than 2^31 "
+             "(%zu) per tensor",
+             l->name, per_image, CUDNN_MAX_ELEMENTS + 1);
+    return -1;
+}
+
+static int prepare_conv_shape(ConvState *s, ConvShape *c, int n, const Layer *l, const Tensor *in,
+                              const Tensor *out, int deep, const GpuOptions *opt, char *err, size_t errlen)
+{
+    TRY(cudnnCreateTensorDescriptor(&c->in));
+    TRY(cudnnCreateTensorDescriptor(&c->out));
+    TRY(cudnnCreateConvolutionDescriptor(&c->fwd_desc));
+    TRY(cudnnCreateConvolutionDescriptor(&c->bwd_data_desc));
+    TRY(cudnnCreateConvolutionDescriptor(&c->bwd_filter_desc));
+    TRY(set_tensor(c->in, deep, n, in));
+    TRY(set_tensor(c->out, deep, n, out));
+    for (cudnnConvolutionDescriptor_t d : {c->fwd_desc, c->bwd_data_desc, c->bwd_filter_desc})
+        TRY(set_conv_desc(d, l, deep, base_math(opt)));
+    /* cuDNN's view of the output must be the net's: both from the same shapes and windows. */
+    int rank = deep ? 5 : 4, got[5], want[5] = {n, out->c, out->d, out->h, out->w};
+    if (!deep) want[2] = out->h, want[3] = out->w;
+    TRY(cudnnGetConvolutionNdForwardOutputDim(c->fwd_desc, c->in, s->filter, rank, got));
+    if (memcmp(got, want, rank * sizeof *got)) {
+        snprintf(err, errlen, "layer %s: cuDNN computes another output shape than the net's", l->name);
+        return -1;
     }
-    cudnnCheck(cudnnSetConvolutionGroupCount(desc, l->p.conv.group));
-    cudnnCheck(cudnnSetConvolutionMathType(desc, math));
+    return 0;
+}
+
+static int prepare_conv(const Net *net, Layer *l, const GpuOptions *opt, char *err, size_t errlen)
+{
+    ConvState *s = (ConvState *)calloc(1, sizeof *s);
+    l->backend_state = s;
+    int deconv = l->type == LAYER_DECONV, deep = net_is_volumetric(net);
+    const Tensor *bottom = &net->tensors[l->bottom[0]], *top = &net->tensors[l->top];
+    const Tensor *in = deconv ? top : bottom, *out = deconv ? bottom : top, *w = &l->weight.t;
+    s->in_image = tensor_sample(in);
+    s->out_image = tensor_sample(out);
+    if (cut_batch(l, in->n, s->in_image > s->out_image ? s->in_image : s->out_image, opt, &s->pieces, err, errlen))
+        return -1;
+    TRY(cudnnCreateTensorDescriptor(&s->bias));
+    TRY(cudnnCreateFilterDescriptor(&s->filter));
+    Tensor bias = {1, top->c, 1, 1, 1, NULL, NULL};
+    TRY(set_tensor(s->bias, deep, 1, &bias));
+    int fdim[5] = {w->n, w->c, w->d, w->h, w->w};
+    if (!deep) TRY(cudnnSetFilter4dDescriptor(s->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, w->n, w->c, w->h, w->w));
+    else TRY(cudnnSetFilterNdDescriptor(s->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, fdim));
+    for (int k = 0; k <= (s->pieces.last != s->pieces.size); k++)
+        if (prepare_conv_shape(s, &s->shape[k], k ? s->pieces.last : s->pieces.size, l, in, out, deep, opt, err,
+                               errlen))
+            return -1;
+    return 0;
+}
+
+static int prepare_softmax(const Net *net, Layer *l, const GpuOptions *opt, char *err, size_t errlen)
+{
+    (void)net;
+    SoftmaxState *s = (SoftmaxState *)calloc(1, sizeof *s);
+    l->backend_state = s;
+    s->image = tensor_sample(&l->aux);
+    if (cut_batch(l, l->aux.n, s->image, opt, &s->pieces, err, errlen)) return -1;
+    for (int k = 0; k <= (s->pieces.last != s->pieces.size); k++) {
+        TRY(cudnnCreateTensorDescriptor(&s->desc[k]));
+        TRY(cudnnSetTensor4dDescriptor(s->desc[k], CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                       k ? s->pieces.last : s->pieces.size, l->aux.c, (int)tensor_spatial(&l->aux), 1));
+    }
+    return 0;
+}
+
+int gpu_backend_prepare(Net *net, const GpuOptions *opt, char *err, size_t errlen)
+{
+    for (Layer *l = net->layers; l < net->layers + net->nlayers; l++) {
+        int failed = 0;
+        switch (l->type) {
+        case LAYER_CONV:
+        case LAYER_DECONV: failed = prepare_conv(net, l, opt, err, errlen); break;
+        case LAYER_SOFTMAX_LOSS:
+        case LAYER_DICE_LOSS: failed = prepare_softmax(net, l, opt, err, errlen); break;
+        default: break;
+        }
+        if (failed) return -1;
+    }
+    return 0;
+}
+
+static void destroy_tensor(cudnnTensorDescriptor_t d)
+{
+    if (d) cudnnCheck(cudnnDestroyTensorDescriptor(d));
+}
+
+static void destroy_conv_desc(cudnnConvolutionDescriptor_t d)
+{
+    if (d) cudnnCheck(cudnnDestroyConvolutionDescriptor(d));
+}
+
+void gpu_backend_teardown(Layer *l)
+{
+    if (!l->backend_state) return;
+    if (l->type == LAYER_CONV || l->type == LAYER_DECONV) {
+        ConvState *s = (ConvState *)l->backend_state;
+        for (ConvShape *c = s->shape; c < s->shape + 2; c++) {
+            destroy_tensor(c->in);
+            destroy_tensor(c->out);
+            destroy_conv_desc(c->fwd_desc);
+            destroy_conv_desc(c->bwd_data_desc);
+            destroy_conv_desc(c->bwd_filter_desc);
+        }
+        destroy_tensor(s->bias);
+        if (s->filter) cudnnCheck(cudnnDestroyFilterDescriptor(s->filter));
+    } else {
+        SoftmaxState *s = (SoftmaxState *)l->backend_state;
+        destroy_tensor(s->desc[0]);
+        destroy_tensor(s->desc[1]);
+    }
+    free(l->backend_state);
+    l->backend_state = NULL;
+}
+
+static int gpu_prepare(Net *net, char *err, size_t errlen)
+{
+    return gpu_backend_prepare(net, &gpu.opt, err, errlen);
+}
+
+/* ---- algorithms (setup: on the net's own buffers) ---- */
+
+/* A convolution's buffers in its own terms: forward reads in and writes out; backward data
+ * reads dout and writes din; backward filter reads in and dout and writes dw. */
+typedef struct ConvBuffers {
+    const float *in, *dout;
+    float *out, *din, *dw;
+} ConvBuffers;
+
+static ConvBuffers conv_buffers(const Net *net, const Layer *l)
+{
+    const Tensor *x = &net->tensors[l->bottom[0]], *y = &net->tensors[l->top];
+    if (l->type == LAYER_CONV) return ConvBuffers{x->data, y->diff, y->data, x->diff, l->weight.t.diff};
+    return ConvBuffers{y->diff, x->data, x->diff, y->data, l->weight.t.diff};
 }
 
 /* The algorithm to use from a list sorted best first: the first that succeeded within the
@@ -93,197 +264,189 @@ static void set_conv_desc(cudnnConvolutionDescriptor_t desc, const Layer *l, int
 template <typename Perf> static int pick(const Perf *perf, int count)
 {
     for (int i = 0; i < count; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= gpu.workspace_limit &&
-            (!gpu.deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= gpu.opt.workspace_limit &&
+            (!gpu.opt.deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
             return i;
     return -1;
 }
 
-static int choose_algorithms(ConvState *s, const Layer *l, int deep, char *err, size_t errlen)
+/* Gives the pass the chosen algorithm with the math it was measured with (strict fp32 keeps
+ * FMA math), and raises *need to its workspace. */
+template <typename Perf, typename Algo>
+static int choose(const Perf *perf, int count, Algo *algo, cudnnConvolutionDescriptor_t desc, size_t *need)
 {
-    size_t need = 0;
-    /* Timing by cudnnFind is fastest, but it can pick differently run by run; deterministic
-     * runs take cuDNN's heuristics, which depend on the shapes alone. */
+    int i = pick(perf, count);
+    if (i < 0) return -1;
+    *algo = perf[i].algo;
+    if (!gpu.opt.strict_fp32) cudnnCheck(cudnnSetConvolutionMathType(desc, perf[i].mathType));
+    if (perf[i].memory > *need) *need = perf[i].memory;
+    return 0;
+}
+
+/* Timing by cudnnFind*Ex is fastest, on the net's own buffers (what it writes is overwritten
+ * before it is read) and in the search workspace, so that the search itself allocates
+ * nothing; but it can pick differently run by run, so deterministic runs take cuDNN's
+ * heuristics, which depend on the shapes alone. */
+static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, const Layer *l, void *search,
+                             size_t search_size, size_t *need, char *err, size_t errlen)
+{
+    const float *w = l->weight.t.data;
+    int n = 0, failed = 0;
     if (s->need_fwd) {
-        cudnnConvolutionFwdAlgoPerf_t perf[16];
-        int n = 0;
-        if (gpu.deterministic)
-            cudnnCheck(cudnnGetConvolutionForwardAlgorithm_v7(gpu.cudnn, s->in, s->filter, s->fwd_desc, s->out, 16, &n, perf));
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        if (gpu.opt.deterministic)
+            cudnnCheck(cudnnGetConvolutionForwardAlgorithm_v7(gpu.cudnn, c->in, s->filter, c->fwd_desc, c->out,
+                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
         else
-            cudnnCheck(cudnnFindConvolutionForwardAlgorithm(gpu.cudnn, s->in, s->filter, s->fwd_desc, s->out, 16, &n, perf));
-        int i = pick(perf, n);
-        if (i < 0) goto none;
-        s->fwd = perf[i].algo;
-        set_conv_desc(s->fwd_desc, l, deep, perf[i].mathType);
-        if (perf[i].memory > need) need = perf[i].memory;
+            cudnnCheck(cudnnFindConvolutionForwardAlgorithmEx(gpu.cudnn, c->in, b->in, s->filter, w, c->fwd_desc,
+                                                              c->out, b->out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
+                                                              perf, search, search_size));
+        failed |= choose(perf, n, &c->fwd, c->fwd_desc, need);
     }
     if (s->need_bwd_data) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[16];
-        int n = 0;
-        if (gpu.deterministic)
-            cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu.cudnn, s->filter, s->out, s->bwd_data_desc, s->in, 16, &n, perf));
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        if (gpu.opt.deterministic)
+            cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu.cudnn, s->filter, c->out, c->bwd_data_desc,
+                                                                   c->in, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+                                                                   perf));
         else
-            cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(gpu.cudnn, s->filter, s->out, s->bwd_data_desc, s->in, 16, &n, perf));
-        int i = pick(perf, n);
-        if (i < 0) goto none;
-        s->bwd_data = perf[i].algo;
-        set_conv_desc(s->bwd_data_desc, l, deep, perf[i].mathType);
-        if (perf[i].memory > need) need = perf[i].memory;
+            cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                gpu.cudnn, s->filter, w, c->out, b->dout, c->bwd_data_desc, c->in, b->din,
+                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, search, search_size));
+        failed |= choose(perf, n, &c->bwd_data, c->bwd_data_desc, need);
     }
-    {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
-        int n = 0;
-        if (gpu.deterministic)
-            cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu.cudnn, s->in, s->out, s->bwd_filter_desc, s->filter, 16, &n, perf));
-        else
-            cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(gpu.cudnn, s->in, s->out, s->bwd_filter_desc, s->filter, 16, &n, perf));
-        int i = pick(perf, n);
-        if (i < 0) goto none;
-        s->bwd_filter = perf[i].algo;
-        set_conv_desc(s->bwd_filter_desc, l, deep, perf[i].mathType);
-        if (perf[i].memory > need) need = perf[i].memory;
-    }
-    if (need > gpu.workspace_size) {
-        if (gpu.workspace) cudaCheck(cudaFree(gpu.workspace));
-        gpu.workspace = NULL;
-        if (cudaMalloc((void **)&gpu.workspace, need) != cudaSuccess) {
-            cudaGetLastError();
-            gpu.workspace_size = 0;
-            snprintf(err, errlen, "out of GPU memory for a %zu-byte cuDNN workspace (layer %s)", need, l->name);
-            return -1;
-        }
-        gpu.workspace_size = need;
-    }
-    return 0;
-none:
-    snprintf(err, errlen, "layer %s: no cuDNN algorithm fits the %zu-byte workspace limit%s", l->name,
-             gpu.workspace_limit, gpu.deterministic ? " and is deterministic" : "");
-    return -1;
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    if (gpu.opt.deterministic)
+        cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu.cudnn, c->in, c->out, c->bwd_filter_desc,
+                                                                 s->filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                                 &n, perf));
+    else
+        cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            gpu.cudnn, c->in, b->in, c->out, b->dout, c->bwd_filter_desc, s->filter, b->dw,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, search, search_size));
+    failed |= choose(perf, n, &c->bwd_filter, c->bwd_filter_desc, need);
+    if (failed)
+        snprintf(err, errlen, "layer %s: no cuDNN algorithm fits the %zu-byte workspace limit%s", l->name,
+                 gpu.opt.workspace_limit, gpu.opt.deterministic ? " and is deterministic" : "");
+    return failed ? -1 : 0;
 }
 
-static int setup_conv(Net *net, Layer *l, char *err, size_t errlen)
+/* The search workspace: as much of the limit as the device has left (the net is allocated),
+ * halving until it fits. Algorithms that need more than it are not timed. */
+static void *search_workspace(size_t *size)
 {
-    ConvState *s = (ConvState *)calloc(1, sizeof *s);
-    l->backend_state = s;
-    int deconv = l->type == LAYER_DECONV;
-    Tensor *bottom = &net->tensors[l->bottom[0]], *top = &net->tensors[l->top];
-    const Tensor *in = deconv ? top : bottom, *out = deconv ? bottom : top;
-    int deep = net_is_volumetric(net);
-    cudnnCheck(cudnnCreateTensorDescriptor(&s->in));
-    cudnnCheck(cudnnCreateTensorDescriptor(&s->out));
-    cudnnCheck(cudnnCreateTensorDescriptor(&s->bias));
-    cudnnCheck(cudnnCreateFilterDescriptor(&s->filter));
-    cudnnCheck(cudnnCreateConvolutionDescriptor(&s->fwd_desc));
-    cudnnCheck(cudnnCreateConvolutionDescriptor(&s->bwd_data_desc));
-    cudnnCheck(cudnnCreateConvolutionDescriptor(&s->bwd_filter_desc));
-    set_tensor(s->in, in->n, in->c, in->d, in->h, in->w);
-    set_tensor(s->out, out->n, out->c, out->d, out->h, out->w);
-    if (!deep) {
-        set_tensor(s->bias, 1, top->c, 1, 1, 1);
-    } else {
-        int bias_dim[5] = {1, top->c, 1, 1, 1}, bias_stride[5] = {top->c, 1, 1, 1, 1};
-        cudnnCheck(cudnnSetTensorNdDescriptor(s->bias, CUDNN_DATA_FLOAT, 5, bias_dim, bias_stride));
+    void *p = NULL;
+    for (*size = gpu.opt.deterministic ? 0 : gpu.opt.workspace_limit; *size; *size /= 2) {
+        if (cudaMalloc(&p, *size) == cudaSuccess) return p;
+        cudaGetLastError(); /* out of memory is not sticky */
     }
-    const Tensor *w = &l->weight.t;
-    if (!deep) {
-        cudnnCheck(cudnnSetFilter4dDescriptor(s->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, w->n, w->c, w->h, w->w));
-    } else {
-        int fdim[5] = {w->n, w->c, w->d, w->h, w->w};
-        cudnnCheck(cudnnSetFilterNdDescriptor(s->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, fdim));
-    }
-    for (cudnnConvolutionDescriptor_t d : {s->fwd_desc, s->bwd_data_desc, s->bwd_filter_desc})
-        set_conv_desc(d, l, deep, CUDNN_DEFAULT_MATH);
-    /* A convolution's forward always runs; its backward data only when the bottom has a
-     * gradient. For a transposed convolution it is the other way round. */
-    s->need_fwd = !deconv || bottom->diff;
-    s->need_bwd_data = deconv || bottom->diff;
-    return choose_algorithms(s, l, deep, err, errlen);
+    return NULL;
 }
 
-static int setup_softmax(Net *net, Layer *l)
+/* Chooses every convolution's algorithms, then keeps one workspace of the size the chosen
+ * ones need. */
+static int gpu_setup(Net *net, char *err, size_t errlen)
 {
-    (void)net;
-    SoftmaxState *s = (SoftmaxState *)calloc(1, sizeof *s);
-    l->backend_state = s;
-    cudnnCheck(cudnnCreateTensorDescriptor(&s->desc));
-    cudnnCheck(cudnnSetTensor4dDescriptor(s->desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, l->aux.n, l->aux.c,
-                                          (int)tensor_spatial(&l->aux), 1));
-    return 0;
-}
-
-static int gpu_setup(Net *net, Layer *l, char *err, size_t errlen)
-{
-    switch (l->type) {
-    case LAYER_CONV:
-    case LAYER_DECONV: return setup_conv(net, l, err, errlen);
-    case LAYER_SOFTMAX_LOSS:
-    case LAYER_DICE_LOSS: return setup_softmax(net, l);
-    default: return 0;
-    }
-}
-
-static void gpu_teardown(Layer *l)
-{
-    if (!l->backend_state) return;
-    if (l->type == LAYER_CONV || l->type == LAYER_DECONV) {
+    size_t search_size = 0, need = 0;
+    void *search = NULL;
+    int searching = 0, failed = 0;
+    for (Layer *l = net->layers; l < net->layers + net->nlayers && !failed; l++) {
+        if (l->type != LAYER_CONV && l->type != LAYER_DECONV) continue;
+        if (!searching++) search = search_workspace(&search_size);
         ConvState *s = (ConvState *)l->backend_state;
-        cudnnDestroyTensorDescriptor(s->in);
-        cudnnDestroyTensorDescriptor(s->out);
-        cudnnDestroyTensorDescriptor(s->bias);
-        cudnnDestroyFilterDescriptor(s->filter);
-        cudnnDestroyConvolutionDescriptor(s->fwd_desc);
-        cudnnDestroyConvolutionDescriptor(s->bwd_data_desc);
-        cudnnDestroyConvolutionDescriptor(s->bwd_filter_desc);
-    } else {
-        cudnnDestroyTensorDescriptor(((SoftmaxState *)l->backend_state)->desc);
+        ConvBuffers b = conv_buffers(net, l);
+        /* A convolution's forward always runs; its backward data only when the bottom has a
+         * gradient (allocated by now). For a transposed convolution it is the other way round. */
+        int deconv = l->type == LAYER_DECONV, bottom_diff = net->tensors[l->bottom[0]].diff != NULL;
+        s->need_fwd = !deconv || bottom_diff;
+        s->need_bwd_data = deconv || bottom_diff;
+        for (int k = 0; k <= (s->pieces.last != s->pieces.size) && !failed; k++)
+            failed = choose_algorithms(s, &s->shape[k], &b, l, search, search_size, &need, err, errlen);
     }
-    free(l->backend_state);
-    l->backend_state = NULL;
+    if (search) cudaCheck(cudaFree(search));
+    if (failed || !need) return failed ? -1 : 0;
+    if (cudaMalloc(&gpu.workspace, need) != cudaSuccess) {
+        cudaGetLastError();
+        gpu.workspace = NULL;
+        snprintf(err, errlen, "out of GPU memory for the %zu-byte cuDNN workspace", need);
+        return -1;
+    }
+    gpu.workspace_size = need;
+    return 0;
 }
+
+/* ---- the passes ---- */
 
 static const float one = 1.0f, zero = 0.0f;
 
-/* The three convolution passes, in the convolution's own terms (in -> out). */
-static void conv_fwd(ConvState *s, const Layer *l, const float *in, float *out, const float *beta)
+/* The convolution's passes over piece `shape`, in its own terms (in -> out). */
+static void conv_fwd(const ConvState *s, const ConvShape *c, const Layer *l, const float *in, float *out,
+                     const float *beta)
 {
-    cudnnCheck(cudnnConvolutionForward(gpu.cudnn, &one, s->in, in, s->filter, l->weight.t.data, s->fwd_desc, s->fwd,
-                                       gpu.workspace, gpu.workspace_size, beta, s->out, out));
+    cudnnCheck(cudnnConvolutionForward(gpu.cudnn, &one, c->in, in, s->filter, l->weight.t.data, c->fwd_desc, c->fwd,
+                                       gpu.workspace, gpu.workspace_size, beta, c->out, out));
 }
 
-static void conv_bwd_data(ConvState *s, const Layer *l, const float *dout, float *din, const float *beta)
+static void conv_bwd_data(const ConvState *s, const ConvShape *c, const Layer *l, const float *dout, float *din,
+                          const float *beta)
 {
-    cudnnCheck(cudnnConvolutionBackwardData(gpu.cudnn, &one, s->filter, l->weight.t.data, s->out, dout, s->bwd_data_desc,
-                                            s->bwd_data, gpu.workspace, gpu.workspace_size, beta, s->in, din));
+    cudnnCheck(cudnnConvolutionBackwardData(gpu.cudnn, &one, s->filter, l->weight.t.data, c->out, dout,
+                                            c->bwd_data_desc, c->bwd_data, gpu.workspace, gpu.workspace_size, beta,
+                                            c->in, din));
 }
 
-static void conv_bwd_filter(ConvState *s, Layer *l, const float *in, const float *dout)
+static void conv_bwd_filter(const ConvState *s, const ConvShape *c, Layer *l, const float *in, const float *dout,
+                            const float *beta)
 {
-    cudnnCheck(cudnnConvolutionBackwardFilter(gpu.cudnn, &one, s->in, in, s->out, dout, s->bwd_filter_desc,
-                                              s->bwd_filter, gpu.workspace, gpu.workspace_size, &zero, s->filter,
+    cudnnCheck(cudnnConvolutionBackwardFilter(gpu.cudnn, &one, c->in, in, c->out, dout, c->bwd_filter_desc,
+                                              c->bwd_filter, gpu.workspace, gpu.workspace_size, beta, s->filter,
                                               l->weight.t.diff));
+}
+
+/* Piece k of a convolution layer: its shape, and where its images start in the bottom and the
+ * top (x is the convolution's in, or for a transposed one its out). */
+typedef struct ConvPiece {
+    const ConvShape *shape;
+    size_t bottom, top;
+} ConvPiece;
+
+static ConvPiece conv_piece(const ConvState *s, const Layer *l, int k)
+{
+    size_t first = (size_t)k * s->pieces.size;
+    int deconv = l->type == LAYER_DECONV;
+    return ConvPiece{&s->shape[batch_piece_shape(&s->pieces, k)], first * (deconv ? s->out_image : s->in_image),
+                     first * (deconv ? s->in_image : s->out_image)};
 }
 
 static void conv_forward(Layer *l, Tensor *x, Tensor *y)
 {
-    ConvState *s = (ConvState *)l->backend_state;
-    if (l->type == LAYER_CONV) conv_fwd(s, l, x->data, y->data, &zero);
-    else conv_bwd_data(s, l, x->data, y->data, &zero);
-    cudnnCheck(cudnnAddTensor(gpu.cudnn, &one, s->bias, l->bias.t.data, &one, l->type == LAYER_CONV ? s->out : s->in,
-                              y->data));
+    const ConvState *s = (const ConvState *)l->backend_state;
+    for (int k = 0; k < s->pieces.count; k++) {
+        ConvPiece p = conv_piece(s, l, k);
+        if (l->type == LAYER_CONV) conv_fwd(s, p.shape, l, x->data + p.bottom, y->data + p.top, &zero);
+        else conv_bwd_data(s, p.shape, l, x->data + p.bottom, y->data + p.top, &zero);
+        cudnnCheck(cudnnAddTensor(gpu.cudnn, &one, s->bias, l->bias.t.data, &one,
+                                  l->type == LAYER_CONV ? p.shape->out : p.shape->in, y->data + p.top));
+    }
 }
 
+/* The weight and bias gradients sum over the whole batch: pieces after the first add to them. */
 static void conv_backward(Layer *l, Tensor *x, Tensor *y)
 {
-    ConvState *s = (ConvState *)l->backend_state;
+    const ConvState *s = (const ConvState *)l->backend_state;
     const float *beta = l->accumulate[0] ? &one : &zero;
-    cudnnCheck(cudnnConvolutionBackwardBias(gpu.cudnn, &one, l->type == LAYER_CONV ? s->out : s->in, y->diff, &zero,
-                                            s->bias, l->bias.t.diff));
-    if (l->type == LAYER_CONV) {
-        conv_bwd_filter(s, l, x->data, y->diff);
-        if (x->diff) conv_bwd_data(s, l, y->diff, x->diff, beta);
-    } else {
-        conv_bwd_filter(s, l, y->diff, x->data);
-        if (x->diff) conv_fwd(s, l, y->diff, x->diff, beta);
+    for (int k = 0; k < s->pieces.count; k++) {
+        ConvPiece p = conv_piece(s, l, k);
+        const float *sum = k ? &one : &zero;
+        cudnnCheck(cudnnConvolutionBackwardBias(gpu.cudnn, &one, l->type == LAYER_CONV ? p.shape->out : p.shape->in,
+                                                y->diff + p.top, sum, s->bias, l->bias.t.diff));
+        if (l->type == LAYER_CONV) {
+            conv_bwd_filter(s, p.shape, l, x->data + p.bottom, y->diff + p.top, sum);
+            if (x->diff) conv_bwd_data(s, p.shape, l, y->diff + p.top, x->diff + p.bottom, beta);
+        } else {
+            conv_bwd_filter(s, p.shape, l, y->diff + p.top, x->data + p.bottom, sum);
+            if (x->diff) conv_fwd(s, p.shape, l, y->diff + p.top, x->diff + p.bottom, beta);
+        }
     }
 }
 
@@ -310,9 +473,13 @@ static void ip_backward(Layer *l, Tensor *x, Tensor *y)
 
 static void softmax(Layer *l, const Tensor *x)
 {
-    SoftmaxState *s = (SoftmaxState *)l->backend_state;
-    cudnnCheck(cudnnSoftmaxForward(gpu.cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, s->desc, x->data,
-                                   &zero, s->desc, l->aux.data));
+    const SoftmaxState *s = (const SoftmaxState *)l->backend_state;
+    for (int k = 0; k < s->pieces.count; k++) {
+        cudnnTensorDescriptor_t desc = s->desc[batch_piece_shape(&s->pieces, k)];
+        size_t first = (size_t)k * s->pieces.size * s->image;
+        cudnnCheck(cudnnSoftmaxForward(gpu.cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, desc,
+                                       x->data + first, &zero, desc, l->aux.data + first));
+    }
 }
 
 static void gpu_forward(Net *net, Layer *l)
@@ -363,6 +530,8 @@ static void gpu_backward(Net *net, Layer *l)
     }
 }
 
+/* ---- memory ---- */
+
 static float *gpu_alloc(size_t count)
 {
     void *p = NULL;
@@ -370,13 +539,17 @@ static float *gpu_alloc(size_t count)
         cudaGetLastError(); /* out of memory is reported by the caller, not sticky */
         return NULL;
     }
-    cudaCheck(cudaMemsetAsync(p, 0, count * sizeof(float), gpu.stream));
     return (float *)p;
 }
 
 static void gpu_release(float *p)
 {
     cudaCheck(cudaFree(p));
+}
+
+static void gpu_zero(float *p, size_t count)
+{
+    cudaCheck(cudaMemsetAsync(p, 0, count * sizeof(float), gpu.stream));
 }
 
 static void gpu_upload(float *dst, const float *src, size_t count)
@@ -431,9 +604,18 @@ static double gpu_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void gpu_close(void)
+{
+    if (gpu.workspace) cudaCheck(cudaFree(gpu.workspace));
+    cublasCheck(cublasDestroy(gpu.cublas));
+    cudnnCheck(cudnnDestroy(gpu.cudnn));
+    cudaCheck(cudaStreamDestroy(gpu.stream));
+    memset(&gpu, 0, sizeof gpu);
+}
+
 static Backend gpu_backend;
 
-const Backend *gpu_backend_open(int device, int deterministic, size_t workspace_limit, char *err, size_t errlen)
+const Backend *gpu_backend_open(int device, const GpuOptions *opt, char *err, size_t errlen)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -446,28 +628,31 @@ const Backend *gpu_backend_open(int device, int deterministic, size_t workspace_
         return NULL;
     }
     cudaCheck(cudaSetDevice(device));
+    gpu.opt = *opt;
     cudaCheck(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking));
     cudnnCheck(cudnnCreate(&gpu.cudnn));
     cudnnCheck(cudnnSetStream(gpu.cudnn, gpu.stream));
     cublasCheck(cublasCreate(&gpu.cublas));
     cublasCheck(cublasSetStream(gpu.cublas, gpu.stream));
-    gpu.deterministic = deterministic;
-    gpu.workspace_limit = workspace_limit;
+    if (opt->strict_fp32) cublasCheck(cublasSetMathMode(gpu.cublas, CUBLAS_PEDANTIC_MATH));
     gpu_backend = Backend{};
     gpu_backend.name = "GPU";
     gpu_backend.alloc = gpu_alloc;
     gpu_backend.release = gpu_release;
+    gpu_backend.zero = gpu_zero;
     gpu_backend.upload = gpu_upload;
     gpu_backend.download = gpu_download;
     gpu_backend.upload_bytes = gpu_upload_bytes;
     gpu_backend.release_bytes = gpu_release_bytes;
     gpu_backend.gather = gpu_gather_batch;
+    gpu_backend.prepare = gpu_prepare;
     gpu_backend.setup = gpu_setup;
-    gpu_backend.teardown = gpu_teardown;
+    gpu_backend.teardown = gpu_backend_teardown;
     gpu_backend.forward = gpu_forward;
     gpu_backend.backward = gpu_backward;
     gpu_backend.sgd_update = gpu_sgd;
     gpu_backend.synchronize = gpu_synchronize;
     gpu_backend.seconds = gpu_seconds;
+    gpu_backend.close = gpu_close;
     return &gpu_backend;
 }

@@ -1,13 +1,18 @@
 /* The trainer's own CUDA kernels, for what cuDNN and cuBLAS do not do the way Caffe does:
  * ceil-rounded pooling, within-channel LRN, leaky ReLU, dropout, concat, the losses, batch
  * gathering and the SGD update. Each mirrors its CPU reference in cpu_*.c. All launch on
- * `stream` and never synchronise; none uses atomics, so results are deterministic. */
+ * `stream` and never synchronise; none uses atomics, so results are deterministic. A launch
+ * that fails (the runtime, or liblms, refusing it) ends the program with the kernel's name. */
 #ifndef TRAINER_GPU_KERNELS_H
 #define TRAINER_GPU_KERNELS_H
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "trainer/layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 void gpu_pool_forward(const Layer *l, const Tensor *x, Tensor *y, cudaStream_t stream);
 void gpu_pool_backward(const Layer *l, Tensor *x, const Tensor *y, cudaStream_t stream);
@@ -34,5 +39,9 @@ void gpu_gather(float *dst, const uint8_t *src, size_t item_size, long first, in
                 float scale, cudaStream_t stream);
 void gpu_sgd_update(float *w, const float *g, float *h, size_t count, float lr, float momentum, float decay,
                     cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

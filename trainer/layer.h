@@ -69,7 +69,8 @@ typedef struct Layer {
     LayerParams p;
     Param weight, bias;   /* used by CONV, DECONV and IP */
     int nparams;          /* 0 or 2 */
-    Tensor aux;           /* private state kept for backward: LRN scale, dropout mask, softmax
+    Tensor aux;           /* private state kept for backward: LRN scale, max pooling's argmax
+                             (int32 indices within the channel, in float-sized slots), softmax
                              probabilities; its diff holds per-class Dice terms for DICE_LOSS */
     float loss_weight;    /* loss layers only */
     void *backend_state;  /* descriptors and algorithms of the GPU backend */

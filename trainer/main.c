@@ -25,20 +25,20 @@ int main(int argc, char **argv)
     }
     const Backend *be = cfg.cpu ? &cpu_backend
                       : cfg.sim ? sim_backend_open(argv, cfg.gpu, err, sizeof err)
-                                : gpu_backend_open(cfg.gpu, cfg.deterministic, cfg.workspace_limit, err, sizeof err);
+                                : gpu_backend_open(cfg.gpu, &cfg.gpu_options, err, sizeof err);
     if (!be) {
         fprintf(stderr, "trainer: error: %s%s\n", err, cfg.sim ? "" : " (use --cpu to run on the CPU)");
         net_free(net);
         return 2;
     }
-    if (net_setup(net, be, cfg.seed, err, sizeof err)) {
+    int status = 1;
+    if (net_setup(net, be, cfg.seed, err, sizeof err))
         fprintf(stderr, "trainer: error: %s: %s\n", cfg.model->name, err);
-        net_free(net);
-        return 1;
-    }
-    int status = cfg.command == CMD_TRAIN ? run_train(&cfg, net)
+    else
+        status = cfg.command == CMD_TRAIN ? run_train(&cfg, net)
                : cfg.command == CMD_TEST  ? run_test(&cfg, net)
                                           : run_time(&cfg, net);
     net_free(net);
+    if (be->close) be->close();
     return status;
 }

@@ -2,7 +2,7 @@
 TRAINER_LAYER_SRC := cpu_ops.c cpu_conv.c cpu_pool.c cpu_lrn.c cpu_layers.c cpu_loss.c
 TRAINER_CPU_SRC := net.c cpu_backend.c $(TRAINER_LAYER_SRC) \
                    models.c solver.c data.c data_synthetic.c data_cifar10.c data_mnist.c snapshot.c \
-                   options.c run.c log.c
+                   options.c run.c log.c batch_pieces.c
 TRAINER_CPU_OBJ := $(addprefix $(BUILD)/trainer/,$(TRAINER_CPU_SRC:.c=.o))
 TRAINER_GPU_OBJ := $(BUILD)/trainer/gpu_backend.o $(BUILD)/trainer/gpu_kernels.o
 TRAINER_SIM_OBJ := $(addprefix $(BUILD)/trainer/,sim_backend.o sim_driver.o sim_kernel_table.o)
@@ -35,11 +35,17 @@ $(BUILD)/tests/trainer_%.t: tests/trainer_%.sh tests/trainer_tap.sh $(BUILD)/tra
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 $(BUILD)/tests/trainer_sim.t: $(TRAINER_SIM_MODULE) $(SIM_LIB) $(LIBLMS) $(BUILD)/tools/lms-run
+$(BUILD)/tests/trainer_gpu.t: $(LIBLMS)
+
+# The GPU backend's host side, without a GPU: cuDNN descriptors as libcudnn checks them on the
+# host, and the arithmetic of batch pieces and fast division.
+$(BUILD)/tests/trainer_cudnn.t: $(BUILD)/tests/trainer_cudnn.o $(TRAINER_CPU_OBJ) $(TRAINER_GPU_OBJ) $(TAP_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TRAINER_CUDA_LIBS) -lstdc++
 
 # GPU tests: built everywhere, run by make check-gpu.
 $(BUILD)/tests/trainer_gpu_layers.t: $(BUILD)/tests/trainer_gpu_layers.o $(TRAINER_CPU_OBJ) $(TRAINER_GPU_OBJ) $(TAP_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(TRAINER_CUDA_LIBS) -lstdc++
-$(BUILD)/tests/trainer_gpu_layers.o: CPPFLAGS += $(if $(CUDNN_INC),-I$(CUDNN_INC))
+$(BUILD)/tests/trainer_gpu_layers.o $(BUILD)/tests/trainer_cudnn.o: CPPFLAGS += $(if $(CUDNN_INC),-I$(CUDNN_INC))
 $(BUILD)/tests/trainer_pytorch.t: tests/trainer_pytorch.py $(BUILD)/trainer/trainer
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
@@ -47,8 +53,9 @@ $(BUILD)/tests/trainer_pytorch.t: tests/trainer_pytorch.py $(BUILD)/trainer/trai
 ALL_TARGETS += $(BUILD)/trainer/trainer $(TRAINER_SIM_MODULE)
 INSTALL_PRIVATE += $(TRAINER_SIM_MODULE)
 INSTALL_BIN += $(BUILD)/trainer/trainer
-TESTS += $(addprefix $(BUILD)/tests/,$(addsuffix .t,$(TRAINER_C_TESTS) trainer_sim_kernels $(TRAINER_SCRIPT_TESTS)))
-GPU_TESTS += $(BUILD)/tests/trainer_gpu_layers.t $(BUILD)/tests/trainer_pytorch.t
+TESTS += $(addprefix $(BUILD)/tests/,$(addsuffix .t,$(TRAINER_C_TESTS) trainer_sim_kernels trainer_cudnn \
+                                                  $(TRAINER_SCRIPT_TESTS)))
+GPU_TESTS += $(addprefix $(BUILD)/tests/,trainer_gpu_layers.t trainer_gpu.t trainer_pytorch.t)
 
 # make bench (GPU only): cifar10_full images/s at batch 1024, 4096, 16384.
 $(BUILD)/trainer/bench-cifar10: trainer/bench-cifar10.sh $(BUILD)/trainer/trainer

@@ -125,11 +125,15 @@ int net_add_pool(Net *net, const char *name, int bottom, PoolMethod method, int 
                  int pad)
 {
     const Tensor *b = &net->tensors[bottom];
+    if (pad >= kernel) fail("pooling's pad must be smaller than its kernel, as in Caffe: no window all padding");
     Layer *l = add_layer(net, name, LAYER_POOL, bottom);
     l->p.pool.method = method;
     Window win = l->p.pool.win = window(net, kernel, stride, pad);
     int dims[3] = {b->d, b->h, b->w};
     for (int a = 0; a < 3; a++) dims[a] = pooled_size(dims[a], win.kernel[a], win.stride[a], win.pad[a]);
+    if (tensor_spatial(b) > INT32_MAX) fail("pooling indexes a channel in int32");
+    if (method == POOL_MAX) /* the argmax of every window, for backward */
+        l->aux = (Tensor){.n = b->n, .c = b->c, .d = dims[0], .h = dims[1], .w = dims[2]};
     return l->top = add_tensor(net, name, net->batch, b->c, dims[0], dims[1], dims[2]);
 }
 
@@ -313,6 +317,7 @@ int net_setup(Net *net, const Backend *be, uint64_t seed, char *err, size_t errl
     net->be = be;
     net->seed = seed;
     plan_accumulation(net);
+    if (be->prepare && be->prepare(net, err, errlen)) return -1;
     for (int t = 0; t < net->ntensors; t++)
         if (alloc_tensor(be, &net->tensors[t], needs_diff(net, t), err, errlen)) return -1;
     size_t largest = 0;
@@ -325,6 +330,7 @@ int net_setup(Net *net, const Backend *be, uint64_t seed, char *err, size_t errl
                 snprintf(err, errlen, "out of %s memory for the solver history", be->name);
                 return -1;
             }
+            be->zero(p->history, tensor_count(&p->t));
             if (tensor_count(&p->t) > largest) largest = tensor_count(&p->t);
         }
     }
@@ -336,9 +342,7 @@ int net_setup(Net *net, const Backend *be, uint64_t seed, char *err, size_t errl
     Rng rng = {seed};
     NET_FOR_EACH_PARAM(net, l, p) fill_param(be, p, &rng, host);
     free(host);
-    for (int i = 0; i < net->nlayers; i++)
-        if (be->setup && be->setup(net, &net->layers[i], err, errlen)) return -1;
-    return 0;
+    return be->setup ? be->setup(net, err, errlen) : 0;
 }
 
 static void release_tensor(const Backend *be, Tensor *t)

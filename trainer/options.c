@@ -11,7 +11,8 @@ enum {
     OPT_MODEL = 256, OPT_BATCH, OPT_ITERS, OPT_DATA, OPT_SEED, OPT_LR, OPT_LR_POLICY, OPT_GAMMA,
     OPT_POWER, OPT_STEPSIZE, OPT_STEPVALUES, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_TEST_INTERVAL,
     OPT_TEST_ITERS, OPT_DISPLAY, OPT_SNAPSHOT, OPT_SNAPSHOT_PREFIX, OPT_RESUME, OPT_WEIGHTS, OPT_CPU,
-    OPT_SIM, OPT_GPU, OPT_DETERMINISTIC, OPT_WORKSPACE, OPT_SIZE, OPT_LOSS, OPT_HELP,
+    OPT_SIM, OPT_GPU, OPT_DETERMINISTIC, OPT_STRICT_FP32, OPT_WORKSPACE, OPT_CUDNN_BATCH, OPT_SIZE, OPT_LOSS,
+    OPT_HELP,
 };
 
 typedef struct OptionInfo {
@@ -46,7 +47,11 @@ static const OptionInfo option_table[] = {
     {"sim", OPT_SIM, NULL, "run the GPU's driver calls on the simulated GPU (sim/; no GPU needed)"},
     {"gpu", OPT_GPU, "N", "run on CUDA device N (default 0), or simulated device N with --sim"},
     {"deterministic", OPT_DETERMINISTIC, NULL, "GPU: only deterministic cuDNN algorithms"},
-    {"workspace-limit", OPT_WORKSPACE, "MIB", "GPU: cuDNN workspace per convolution (default 1024)"},
+    {"strict-fp32", OPT_STRICT_FP32, NULL, "GPU: no TF32 tensor-core math in convolutions and products"},
+    {"workspace-limit", OPT_WORKSPACE, "MIB",
+     "GPU: cap on the cuDNN workspace, one buffer all convolutions share (default 1024)"},
+    {"cudnn-batch", OPT_CUDNN_BATCH, "N",
+     "GPU: at most N images per cuDNN call (default: as many as cuDNN takes, < 2^31 elements)"},
     {"size", OPT_SIZE, "N", "unet3d: volumes of N^3 voxels, N a multiple of 16 (default 64)"},
     {"loss", OPT_LOSS, "NAME", "unet3d: dice (default) or ce (cross-entropy)"},
     {"help", OPT_HELP, NULL, "show this help"},
@@ -177,8 +182,10 @@ static void apply(Parser *p, Config *cfg, const Given *g)
         if (strchr(v, ',')) error(p, "--gpu %s: training on several GPUs is not supported; give one device number", v);
         cfg->gpu = (int)parse_long(p, "gpu", v, 0);
     }
-    if (GIVEN(OPT_DETERMINISTIC)) cfg->deterministic = 1;
-    if (GIVEN(OPT_WORKSPACE)) cfg->workspace_limit = (size_t)parse_long(p, "workspace-limit", v, 0) << 20;
+    if (GIVEN(OPT_DETERMINISTIC)) cfg->gpu_options.deterministic = 1;
+    if (GIVEN(OPT_STRICT_FP32)) cfg->gpu_options.strict_fp32 = 1;
+    if (GIVEN(OPT_WORKSPACE)) cfg->gpu_options.workspace_limit = (size_t)parse_long(p, "workspace-limit", v, 0) << 20;
+    if (GIVEN(OPT_CUDNN_BATCH)) cfg->gpu_options.max_images = (int)parse_long(p, "cudnn-batch", v, 1);
     if (GIVEN(OPT_SIZE)) {
         cfg->model_options.unet_size = (int)parse_long(p, "size", v, 16);
         if (cfg->model_options.unet_size % 16) error(p, "--size %s: must be a multiple of 16", v);
@@ -248,7 +255,7 @@ int options_parse(int argc, char **argv, Config *cfg, char *err, size_t errlen)
     cfg->batch = cfg->model->default_batch;
     cfg->data = "synthetic";
     cfg->seed = 1;
-    cfg->workspace_limit = (size_t)1024 << 20;
+    cfg->gpu_options.workspace_limit = (size_t)1024 << 20;
     cfg->time_iterations = 50;
     cfg->snapshot_prefix = cfg->model->name;
     cfg->model_options = (ModelOptions){.unet_size = 64, .unet_loss = LAYER_DICE_LOSS};

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include "trainer/gpu_backend.h"
 #include "trainer/models.h"
 #include "trainer/solver.h"
 
@@ -18,8 +19,8 @@ typedef struct Config {
     SolverConfig solver;      /* the model's defaults, overridden by flags */
     const char *data;         /* "synthetic", "cifar10:DIR", "mnist:DIR" */
     uint64_t seed;
-    int cpu, sim, gpu, deterministic; /* backend: CPU, simulated GPU, else GPU number gpu */
-    size_t workspace_limit;   /* bytes of cuDNN workspace a convolution may use */
+    int cpu, sim, gpu;        /* backend: CPU, simulated GPU, else GPU number gpu */
+    GpuOptions gpu_options;
     const char *snapshot_prefix;
     const char *resume;       /* train: snapshot to continue from */
     const char *weights;      /* test: snapshot to evaluate */

@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "trainer/layer.h"
 
 #ifdef __CUDACC__
@@ -35,20 +36,22 @@ POOL_FN Span pool_span(const Window *k, const int in[3], const int out[3])
     return s;
 }
 
-/* Index within one channel of the window's largest input: the first in scan order. */
-POOL_FN size_t pool_argmax(const float *x, const Span *s, const int in[3])
+/* Index within one channel of the window's largest input: the first in scan order. Channels
+ * hold fewer than 2^31 elements (net_add_pool), so indices are int32: the saved argmax, and
+ * cheaper arithmetic in the kernels. */
+POOL_FN int32_t pool_argmax(const float *x, const Span *s, const int in[3])
 {
     float best = -FLT_MAX;
-    size_t at = ((size_t)s->start[0] * in[1] + s->start[1]) * in[2] + s->start[2];
+    int32_t at = (s->start[0] * in[1] + s->start[1]) * in[2] + s->start[2];
     for (int d = s->start[0]; d < s->end[0]; d++)
-        for (int h = s->start[1]; h < s->end[1]; h++)
-            for (int w = s->start[2]; w < s->end[2]; w++) {
-                size_t i = ((size_t)d * in[1] + h) * in[2] + w;
-                if (x[i] > best) {
-                    best = x[i];
-                    at = i;
+        for (int h = s->start[1]; h < s->end[1]; h++) {
+            int32_t row = (d * in[1] + h) * in[2];
+            for (int w = s->start[2]; w < s->end[2]; w++)
+                if (x[row + w] > best) {
+                    best = x[row + w];
+                    at = row + w;
                 }
-            }
+        }
     return at;
 }
 
@@ -57,7 +60,7 @@ POOL_FN float pool_average(const float *x, const Span *s, const int in[3])
     float sum = 0;
     for (int d = s->start[0]; d < s->end[0]; d++)
         for (int h = s->start[1]; h < s->end[1]; h++)
-            for (int w = s->start[2]; w < s->end[2]; w++) sum += x[((size_t)d * in[1] + h) * in[2] + w];
+            for (int w = s->start[2]; w < s->end[2]; w++) sum += x[(d * in[1] + h) * in[2] + w];
     return sum / s->size;
 }
 

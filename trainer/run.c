@@ -90,6 +90,43 @@ static void format_duration(char *buf, size_t len, double seconds)
     snprintf(buf, len, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
 }
 
+/* Rates leave out the warm-up, whose first launches and lazy initialisation (cuDNN's and
+ * cuBLAS's, the first touch of every buffer) say nothing of the steady speed: the first 5
+ * iterations, or the first half of a run of fewer than 10 (so none of a single iteration). */
+static long warmup_iterations(long n)
+{
+    return n / 2 < 5 ? n / 2 : 5;
+}
+
+/* The clock of images/s. It runs over timed iterations only and stops for test phases and
+ * snapshots; starting or stopping it waits for the device, so that queued work is counted on
+ * the side where it was queued. */
+typedef struct Stopwatch {
+    const Backend *be;
+    double total, since; /* seconds counted, and when the running stretch began (< 0: stopped) */
+} Stopwatch;
+
+static void stopwatch_start(Stopwatch *w)
+{
+    if (w->since >= 0) return;
+    w->be->synchronize();
+    w->since = w->be->seconds();
+}
+
+static void stopwatch_stop(Stopwatch *w)
+{
+    if (w->since < 0) return;
+    w->be->synchronize();
+    w->total += w->be->seconds() - w->since;
+    w->since = -1;
+}
+
+/* Counted so far: the caller has waited for the device. */
+static double stopwatch_read(const Stopwatch *w)
+{
+    return w->total + (w->since < 0 ? 0 : w->be->seconds() - w->since);
+}
+
 int run_train(const Config *cfg, Net *net)
 {
     const SolverConfig *s = &cfg->solver;
@@ -116,46 +153,63 @@ int run_train(const Config *cfg, Net *net)
     log_info("Solving %s on %s, batch %d, %s data, lr policy %s, base_lr %g", net->model, net->be->name,
              net->batch, train.ds.name, lr_policy_name(s->policy), s->base_lr);
     const Backend *be = net->be;
-    double start = be->seconds(), last = start;
-    long last_iter = iter, first_iter = iter;
+    long first_iter = iter, timed_from = iter + warmup_iterations(s->max_iter - iter);
+    long shown = timed_from; /* the timed iterations and the clock at the last display */
+    Stopwatch clock = {be, 0, -1};
+    double shown_at = 0, start = be->seconds();
     int status = 0;
     for (; iter < s->max_iter; iter++) {
-        if (testing && iter % s->test_interval == 0) test_phase(cfg, net, &test, iter);
+        if (iter == timed_from) stopwatch_start(&clock);
+        if (testing && iter % s->test_interval == 0) {
+            stopwatch_stop(&clock);
+            test_phase(cfg, net, &test, iter);
+            if (iter >= timed_from) stopwatch_start(&clock);
+        }
         net->iter = iter;
         feed(&train, net, iter);
         net_forward(net);
         net_backward(net);
         if (s->display && iter % s->display == 0) {
             float loss = net_loss(net); /* waits for the device: only when displaying */
-            double now = be->seconds(), dt = now - last;
-            long done = iter + 1 - last_iter;
-            log_info("Iteration %ld (%.3g iter/s, %.4g images/s%s%s), loss = %.9g", iter,
-                     dt > 0 ? done / dt : 0, dt > 0 ? done * net->batch / dt : 0,
-                     be->clock_note ? ", " : "", be->clock_note ? be->clock_note : "", loss);
+            double timed = stopwatch_read(&clock), dt = timed - shown_at;
+            long done = iter + 1 - shown;
+            if (iter < timed_from)
+                log_info("Iteration %ld (warm-up), loss = %.9g", iter, loss);
+            else
+                log_info("Iteration %ld (%.3g iter/s, %.4g images/s%s%s), loss = %.9g", iter, dt > 0 ? done / dt : 0,
+                         dt > 0 ? done * net->batch / dt : 0, be->clock_note ? ", " : "",
+                         be->clock_note ? be->clock_note : "", loss);
             log_info("    Train net output #0: loss = %.9g (* 1 = %.9g loss)", loss, loss);
             log_info("Iteration %ld, lr = %g", iter, solver_rate(s, iter));
             char eta[32];
-            double rate = (iter + 1 - first_iter) / (now - start);
+            double rate = iter < timed_from ? (iter + 1 - first_iter) / (be->seconds() - start)
+                                            : (iter + 1 - timed_from) / timed;
             format_duration(eta, sizeof eta, rate > 0 ? (s->max_iter - iter - 1) / rate : 0);
             log_info("Progress %ld/%ld (%.1f%%), ETA %s", iter + 1, s->max_iter, 100.0 * (iter + 1) / s->max_iter, eta);
-            last = now;
-            last_iter = iter + 1;
+            if (iter >= timed_from) {
+                shown_at = timed;
+                shown = iter + 1;
+            }
         }
         solver_update(net, s, iter);
-        if (s->snapshot && (iter + 1) % s->snapshot == 0 && iter + 1 < s->max_iter &&
-            snapshot(cfg, net, iter + 1)) {
-            status = 1;
-            break;
+        if (s->snapshot && (iter + 1) % s->snapshot == 0 && iter + 1 < s->max_iter) {
+            stopwatch_stop(&clock);
+            if (snapshot(cfg, net, iter + 1)) {
+                status = 1;
+                break;
+            }
+            if (iter >= timed_from) stopwatch_start(&clock);
         }
     }
     if (!status) {
+        stopwatch_stop(&clock);
         if (testing && iter % s->test_interval == 0) test_phase(cfg, net, &test, iter);
         if (snapshot(cfg, net, iter)) status = 1;
-        be->synchronize();
-        double total = be->seconds() - start;
-        log_info("Optimization Done: %ld iterations in %.3f s (%.4g images/s%s%s).", iter - first_iter, total,
-                 total > 0 ? (iter - first_iter) * net->batch / total : 0,
-                 be->clock_note ? ", " : "", be->clock_note ? be->clock_note : "");
+        long timed = iter - timed_from;
+        log_info("Optimization Done: %ld iterations; the last %ld in %.3f s: %.4g images/s (%ld of warm-up, "
+                 "tests and snapshots not timed%s%s).",
+                 iter - first_iter, timed, clock.total, clock.total > 0 ? timed * net->batch / clock.total : 0,
+                 timed_from - first_iter, be->clock_note ? "; " : "", be->clock_note ? be->clock_note : "");
     }
     feeder_close(&train, net);
     if (testing) feeder_close(&test, net);
@@ -190,36 +244,36 @@ int run_time(const Config *cfg, Net *net)
     }
     feed(&train, net, 0);
     double *fwd = calloc(net->nlayers, sizeof *fwd), *bwd = calloc(net->nlayers, sizeof *bwd);
-    net_forward(net); /* warm up: first launches, lazy initialisation */
-    net_backward(net);
+    long n = cfg->time_iterations, warmup = warmup_iterations(n), timed = n - warmup;
     be->synchronize();
-    long n = cfg->time_iterations;
     double start = be->seconds();
     for (long it = 0; it < n; it++) {
+        if (it == warmup) start = be->seconds(); /* every layer has been waited for */
         for (int i = 0; i < net->nlayers; i++) {
             double t = be->seconds();
             be->forward(net, &net->layers[i]);
             be->synchronize();
-            fwd[i] += be->seconds() - t;
+            if (it >= warmup) fwd[i] += be->seconds() - t;
         }
         for (int i = net->nlayers - 1; i >= 0; i--) {
             double t = be->seconds();
             be->backward(net, &net->layers[i]);
             be->synchronize();
-            bwd[i] += be->seconds() - t;
+            if (it >= warmup) bwd[i] += be->seconds() - t;
         }
     }
     double total = be->seconds() - start, ftotal = 0, btotal = 0;
     for (int i = 0; i < net->nlayers; i++) {
-        log_info("%12s\tforward: %.5f ms.", net->layers[i].name, 1e3 * fwd[i] / n);
-        log_info("%12s\tbackward: %.5f ms.", net->layers[i].name, 1e3 * bwd[i] / n);
+        log_info("%12s\tforward: %.5f ms.", net->layers[i].name, 1e3 * fwd[i] / timed);
+        log_info("%12s\tbackward: %.5f ms.", net->layers[i].name, 1e3 * bwd[i] / timed);
         ftotal += fwd[i];
         btotal += bwd[i];
     }
-    log_info("Average Forward pass: %.5f ms.", 1e3 * ftotal / n);
-    log_info("Average Backward pass: %.5f ms.", 1e3 * btotal / n);
-    log_info("Average Forward-Backward: %.5f ms (%.4g images/s, synchronising after every layer%s%s).",
-             1e3 * total / n, n * net->batch / total, be->clock_note ? "; " : "",
+    log_info("Average Forward pass: %.5f ms.", 1e3 * ftotal / timed);
+    log_info("Average Backward pass: %.5f ms.", 1e3 * btotal / timed);
+    log_info("Average Forward-Backward: %.5f ms (%.4g images/s, synchronising after every layer; over %ld passes "
+             "after %ld of warm-up%s%s).",
+             1e3 * total / timed, timed * net->batch / total, timed, warmup, be->clock_note ? "; " : "",
              be->clock_note ? be->clock_note : "");
     free(fwd);
     free(bwd);
@@ -257,6 +311,6 @@ int run_info(const Config *cfg, const Net *net, FILE *out)
     fprintf(out, "  history:     %zu bytes (%.1f MiB)  solver momentum\n", m.history, mib(m.history));
     fprintf(out, "  total:       %zu bytes (%.1f MiB)\n", total, mib(total));
     fprintf(out, "  plus the cuDNN workspace (chosen at setup, at most %.0f MiB), the data set (kept on the\n"
-                 "  device as bytes) and the CUDA context\n", mib(cfg->workspace_limit));
+                 "  device as bytes) and the CUDA context\n", mib(cfg->gpu_options.workspace_limit));
     return 0;
 }

@@ -34,9 +34,12 @@ static void *alloc_bytes(size_t bytes)
 
 static float *sim_alloc(size_t count)
 {
-    float *p = alloc_bytes(count * sizeof(float));
-    if (p) CU(driver.cuMemsetD32Async(device_pointer(p), 0, count, sim.stream));
-    return p;
+    return alloc_bytes(count * sizeof(float));
+}
+
+static void sim_zero(float *p, size_t count)
+{
+    CU(driver.cuMemsetD32Async(device_pointer(p), 0, count, sim.stream));
 }
 
 static void sim_release(float *p)
@@ -190,6 +193,7 @@ static const Backend sim_backend = {
     .clock_note = "simulated H100 time",
     .alloc = sim_alloc,
     .release = sim_release,
+    .zero = sim_zero,
     .upload = sim_upload,
     .download = sim_download,
     .upload_bytes = sim_upload_bytes,

@@ -17,7 +17,8 @@
 #include "trainer/layer.h"
 
 /* The tensors a layer kernel may see: bottom, second bottom, top, weights, bias and the
- * layer's private buffer. A role is a slot's data or diff. */
+ * layer's private buffer (layer.h's aux: max pooling's argmax, LRN's scale, the softmax). A
+ * role is a slot's data or diff. */
 enum { SIM_SLOT_X, SIM_SLOT_X2, SIM_SLOT_Y, SIM_SLOT_W, SIM_SLOT_B, SIM_SLOT_AUX, SIM_SLOTS };
 #define SIM_DATA(slot) (2 * (slot))
 #define SIM_DIFF(slot) (2 * (slot) + 1)
@@ -52,8 +53,8 @@ enum { SIM_SLOT_X, SIM_SLOT_X2, SIM_SLOT_Y, SIM_SLOT_W, SIM_SLOT_B, SIM_SLOT_AUX
     K(deconv_forward, LAYER_DECONV, 0, SIM_ANY_METHOD, X_DATA, W_DATA, B_DATA, Y_DATA)                 \
     K(deconv_backward, LAYER_DECONV, 1, SIM_ANY_METHOD, X_DATA, Y_DIFF, W_DIFF, B_DIFF, X_DIFF,        \
       W_DATA | SIM_IF_X_DIFF)                                                                          \
-    K(max_pool_forward, LAYER_POOL, 0, POOL_MAX, X_DATA, Y_DATA)                                       \
-    K(max_pool_backward, LAYER_POOL, 1, POOL_MAX, X_DATA, Y_DIFF, X_DIFF)                              \
+    K(max_pool_forward, LAYER_POOL, 0, POOL_MAX, X_DATA, AUX_DATA, Y_DATA)                             \
+    K(max_pool_backward, LAYER_POOL, 1, POOL_MAX, Y_DIFF, AUX_DATA, X_DIFF)                            \
     K(ave_pool_forward, LAYER_POOL, 0, POOL_AVE, X_DATA, Y_DATA)                                       \
     K(ave_pool_backward, LAYER_POOL, 1, POOL_AVE, Y_DIFF, X_DIFF)                                      \
     K(relu_forward, LAYER_RELU, 0, SIM_ANY_METHOD, X_DATA, Y_DATA)                                     \
