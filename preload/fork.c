@@ -1,6 +1,7 @@
 #include "preload/fork.h"
 
 #include "preload/graphs.h"
+#include "preload/pointer_arrays.h"
 #include "preload/residency.h"
 
 #include <pthread.h>
@@ -16,6 +17,7 @@ static const struct {
     { lms_residency_fork_lock, lms_residency_fork_unlock },
     { lms_graphs_fork_lock, lms_graphs_fork_unlock },
     { lms_launch_scan_fork_lock, lms_launch_scan_fork_unlock },
+    { lms_pointer_arrays_fork_lock, lms_pointer_arrays_fork_unlock }, /* taken alone */
 };
 #define MODULE_COUNT (sizeof modules / sizeof *modules)
 

@@ -3,7 +3,7 @@
  * LMS_HOOK_TABLE lists every entry point liblms manages: X(symbol, prototype), where
  * `symbol` is the exact versioned name the driver exports and `prototype` is a function
  * declared in cuda.h with the same type (the _ptds/_ptsz per-thread-stream variants are not
- * declared there). liblms exports a wrapper under each symbol; dlsym and cuGetProcAddress
+ * declared there), or the type of an older ABI below. liblms exports a wrapper under each symbol; dlsym and cuGetProcAddress
  * hand the wrapper out in place of the driver's function. Everything else passes through. */
 #ifndef LMS_PRELOAD_HOOKS_H
 #define LMS_PRELOAD_HOOKS_H
@@ -11,6 +11,19 @@
 #include <cuda.h>
 
 #define LMS_EXPORT __attribute__((visibility("default")))
+
+/* Older ABIs that cuda.h maps to their successors' names: programs built against older
+ * toolkits still get them (cudart asks cuGetProcAddress for a name and its version). */
+#undef cuGraphInstantiate
+#undef cuGraphExecUpdate
+#undef cuMemcpyBatchAsync
+typedef CUresult lms_graph_instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                          char *log, size_t log_bytes);                /* CUDA 10, 11 */
+typedef CUresult lms_graph_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
+                                          CUgraphExecUpdateResult *result);            /* CUDA 10.2 */
+typedef CUresult lms_memcpy_batch_v1(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                     CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t attr_count,
+                                     size_t *fail_idx, CUstream stream);             /* CUDA 12.8 */
 
 #define LMS_HOOK_TWIN(X, base, suffix) X(base, base) X(base##suffix, base)
 
@@ -49,6 +62,15 @@
     LMS_HOOK_TWIN(X, cuMemcpy3DAsync_v2, _ptsz)                        \
     LMS_HOOK_TWIN(X, cuMemcpy3DPeer, _ptds)                            \
     LMS_HOOK_TWIN(X, cuMemcpy3DPeerAsync, _ptsz)                       \
+    LMS_HOOK_TWIN(X, cuMemcpyBatchAsync_v2, _ptsz)                     \
+    X(cuMemcpyBatchAsync, lms_memcpy_batch_v1)                         \
+    X(cuMemcpyBatchAsync_ptsz, lms_memcpy_batch_v1)                    \
+    /* stream memory operations */                                     \
+    LMS_HOOK_TWIN(X, cuStreamWriteValue32_v2, _ptsz)                   \
+    LMS_HOOK_TWIN(X, cuStreamWriteValue64_v2, _ptsz)                   \
+    LMS_HOOK_TWIN(X, cuStreamWaitValue32_v2, _ptsz)                    \
+    LMS_HOOK_TWIN(X, cuStreamWaitValue64_v2, _ptsz)                    \
+    LMS_HOOK_TWIN(X, cuStreamBatchMemOp_v2, _ptsz)                     \
     /* memsets */                                                      \
     LMS_HOOK_TWIN(X, cuMemsetD8_v2, _ptds)                             \
     LMS_HOOK_TWIN(X, cuMemsetD16_v2, _ptds)                            \
@@ -62,27 +84,48 @@
     LMS_HOOK_TWIN(X, cuMemsetD2D8Async, _ptsz)                         \
     LMS_HOOK_TWIN(X, cuMemsetD2D16Async, _ptsz)                        \
     LMS_HOOK_TWIN(X, cuMemsetD2D32Async, _ptsz)                        \
-    /* graphs made by stream capture */                                \
+    /* graphs */                                                       \
+    LMS_HOOK_TWIN(X, cuStreamBeginCapture_v2, _ptsz)                   \
+    LMS_HOOK_TWIN(X, cuStreamBeginCaptureToGraph, _ptsz)               \
     LMS_HOOK_TWIN(X, cuStreamEndCapture, _ptsz)                        \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)        \
+    LMS_HOOK_TWIN(X, cuGraphInstantiateWithParams, _ptsz)              \
+    X(cuGraphInstantiate, lms_graph_instantiate_v1)                    \
+    X(cuGraphInstantiate_v2, lms_graph_instantiate_v1)                 \
+    X(cuGraphExecUpdate, lms_graph_exec_update_v1)                     \
+    X(cuGraphExecUpdate_v2, cuGraphExecUpdate_v2)                      \
     LMS_HOOK_TWIN(X, cuGraphLaunch, _ptsz)                             \
     X(cuGraphExecDestroy, cuGraphExecDestroy)                          \
     X(cuGraphDestroy, cuGraphDestroy)                                  \
+    /* what the driver says of an allocation, and its exports */       \
+    X(cuPointerGetAttribute, cuPointerGetAttribute)                    \
+    X(cuPointerGetAttributes, cuPointerGetAttributes)                  \
+    X(cuMemGetAddressRange_v2, cuMemGetAddressRange_v2)                \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle)                            \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle)        \
     /* unloads: the kernel handles they free may come back */           \
     X(cuModuleUnload, cuModuleUnload)                                  \
-    X(cuLibraryUnload, cuLibraryUnload)
+    X(cuLibraryUnload, cuLibraryUnload)                                \
+    /* context teardown: liblms's streams and events go with it */     \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2)          \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2)      \
+    X(cuCtxDestroy_v2, cuCtxDestroy_v2)
 
 /* Driver functions liblms calls itself and does not intercept. */
 #define LMS_DRIVER_TABLE(X)                                                                 \
     X(cuGetProcAddress_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent)          \
     X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity)          \
     X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)   \
-    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamWaitEvent)                   \
+    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) \
     X(cuStreamSynchronize) X(cuCtxSynchronize)               \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
     X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuKernelGetName) X(cuFuncGetName)       \
     X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGetDefaultMemPool)       \
-    X(cuDeviceGetMemPool)
+    X(cuDeviceGetMemPool) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)          \
+    X(cuStreamGetId) X(cuStreamGetCaptureInfo_v3) X(cuDeviceGetCount) X(cuDeviceCanAccessPeer) \
+    X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams_v2)                 \
+    X(cuGraphMemcpyNodeGetParams) X(cuGraphMemsetNodeGetParams) X(cuGraphChildGraphNodeGetGraph) \
+    X(cuGraphBatchMemOpNodeGetParams)
 
 /* The per-thread variants, declared with the type of their prototype. */
 #define LMS_DECLARE_HOOK(symbol, prototype) LMS_EXPORT __typeof__(prototype) symbol;

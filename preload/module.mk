@@ -1,7 +1,8 @@
 # liblms.so: the LD_PRELOAD library, with the trace writer (trace.c, stack.c: the tools'
 # module writes them; they are compiled here like every file of preload/).
 LMS_OBJS := $(addprefix $(BUILD)/preload/,interpose.o wrappers.o residency.o swap.o launch_scan.o \
-              options.o log.o stats.o graphs.o trace.o stack.o fork.o)
+              options.o log.o stats.o graphs.o trace.o stack.o fork.o signals.o output_file.o \
+              graph_wrappers.o pointer_arrays.o queries.o)
 LIBLMS   := $(BUILD)/preload/liblms.so
 
 $(BUILD)/preload/%.o: ALL_CFLAGS += -fvisibility=hidden
@@ -10,14 +11,19 @@ $(LIBLMS): $(LMS_OBJS) $(BUILD)/policy/libpolicy.a preload/liblms.map
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=preload/liblms.map -Wl,-soname,liblms.so -Wl,-z,defs -o $@ \
 	  $(LMS_OBJS) $(BUILD)/policy/libpolicy.a -ldl -lpthread
 
-# The README's table of options.
+# The documentation of the options (preload/options_table.c): the README's table, lms-run's
+# options, the man pages' entries.
 $(BUILD)/preload/lms-options-table: $(BUILD)/preload/options_table.o $(BUILD)/preload/options.o \
-    $(BUILD)/preload/log.o $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o $(BUILD)/policy/libpolicy.a
+    $(BUILD)/preload/log.o $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o $(BUILD)/preload/signals.o \
+    $(BUILD)/preload/output_file.o $(BUILD)/policy/libpolicy.a
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
 $(BUILD)/preload/options.md: $(BUILD)/preload/lms-options-table
 	$< > $@
+# lms-run's options, one per variable: it reads this beside the library (share/liblms when installed).
+$(BUILD)/preload/options.tsv: $(BUILD)/preload/lms-options-table
+	$< --tsv > $@
 
-ALL_TARGETS += $(LIBLMS) $(BUILD)/preload/options.md
+ALL_TARGETS += $(LIBLMS) $(BUILD)/preload/options.md $(BUILD)/preload/options.tsv
 INSTALL_LIB += $(LIBLMS)
 
 # Tests on the simulated GPU: liblms.so is linked ahead of the simulator's libcuda.so.1,
@@ -26,8 +32,9 @@ SIM_DIR := $(BUILD)/sim
 LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
                   -L$(BUILD)/preload -llms -L$(SIM_DIR) -lcuda \
                   -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(SIM_DIR)) -lpthread
-LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork \
-                 lms_launch_scan lms_frees lms_pools
+LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork lms_async \
+                 lms_launch_scan lms_frees lms_pools lms_capture lms_inflight lms_queries lms_peers \
+                 lms_meminfo
 
 $(foreach t,$(LMS_SIM_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
     $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so

@@ -5,6 +5,8 @@
 #include "preload/trace.h"
 
 #include <ctype.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,59 +172,73 @@ void lms_options_load(void)
     }
 }
 
+/* A size in the unit of its option's name: LMS_HOST_LIMIT_MB = 12052.8 MiB. */
+static void format_size(uint64_t bytes, uint64_t unit, char *buf, size_t len)
+{
+    if (bytes % unit == 0) snprintf(buf, len, "%llu %s", (unsigned long long)(bytes / unit), unit_name(unit));
+    else snprintf(buf, len, "%.1f %s", (double)bytes / (double)unit, unit_name(unit));
+}
+
 void lms_options_dump(void)
 {
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const option_spec *o = &options[i];
         const lms_option_value *v = o->value;
-        const char *from = v->text ? "environment" : "default";
+        bool computed = !v->text && !o->def[0] && o->kind == SIZE;
+        const char *from = v->text ? "environment" : computed ? "computed" : "default";
+        char shown[512];
         switch (o->kind) {
         case SIZE:
-            lms_log(LMS_LOG_INFO, -1, "option %s = %llu bytes (%s)", o->env,
-                    (unsigned long long)v->value, from);
+            if (computed && !v->value) snprintf(shown, sizeof shown, "per device, at its first use");
+            else format_size(v->value, o->unit, shown, sizeof shown);
             break;
         case COUNT:
+        case LEVEL: snprintf(shown, sizeof shown, "%llu", (unsigned long long)v->value); break;
         case SIGNAL:
-        case LEVEL:
-            lms_log(LMS_LOG_INFO, -1, "option %s = %llu (%s)", o->env,
-                    (unsigned long long)v->value, from);
+            snprintf(shown, sizeof shown, "%s", v->value ? sigabbrev_np((int)v->value) : "(none)");
             break;
-        case ENUM:
-            lms_log(LMS_LOG_INFO, -1, "option %s = %s (%s)", o->env, o->choices[v->value], from);
-            break;
-        case PATH:
-            lms_log(LMS_LOG_INFO, -1, "option %s = %s (%s)", o->env, v->text ? v->text : "(none)",
-                    from);
-            break;
+        case ENUM: snprintf(shown, sizeof shown, "%s", o->choices[v->value]); break;
+        case PATH: snprintf(shown, sizeof shown, "%s", v->text ? v->text : "(none)"); break;
         }
+        lms_log(LMS_LOG_INFO, -1, "option %s = %s (%s)", o->env, shown, from);
     }
 }
 
-void lms_options_print_markdown(FILE *out)
+size_t lms_options_count(void) { return OPTION_COUNT; }
+
+void lms_options_doc(size_t i, lms_option_doc *doc)
 {
-    fprintf(out, "| Variable | Default | Accepted values | Meaning |\n|---|---|---|---|\n");
-    for (size_t i = 0; i < OPTION_COUNT; i++) {
-        const option_spec *o = &options[i];
-        char accepted[256];
-        switch (o->kind) {
-        case SIZE:
-            snprintf(accepted, sizeof accepted, "whole number of %s, or with K/M/G suffix",
-                     unit_name(o->unit));
-            break;
-        case COUNT:
-            snprintf(accepted, sizeof accepted, "0 to %llu", (unsigned long long)o->unit);
-            break;
-        case SIGNAL: snprintf(accepted, sizeof accepted, "signal name or number"); break;
-        case LEVEL: snprintf(accepted, sizeof accepted, "0 to 3"); break;
-        case ENUM:
-            accepted[0] = '\0';
-            for (size_t c = 0, len = 0; o->choices[c]; c++)
-                len += (size_t)snprintf(accepted + len, sizeof accepted - len, "%s`%s`",
-                                        c ? ", " : "", o->choices[c]);
-            break;
-        case PATH: snprintf(accepted, sizeof accepted, "file path"); break;
+    const option_spec *o = &options[i];
+    *doc = (lms_option_doc){ .env = o->env, .doc = o->doc,
+                             .def = o->def[0] ? o->def : o->kind == SIZE ? "(computed)" : "(none)" };
+    switch (o->kind) {
+    case SIZE:
+        snprintf(doc->accepted, sizeof doc->accepted, "whole number of %s, or with K/M/G suffix", unit_name(o->unit));
+        snprintf(doc->value, sizeof doc->value, "N");
+        break;
+    case COUNT:
+        snprintf(doc->accepted, sizeof doc->accepted, "0 to %llu", (unsigned long long)o->unit);
+        snprintf(doc->value, sizeof doc->value, "N");
+        break;
+    case SIGNAL:
+        snprintf(doc->accepted, sizeof doc->accepted, "signal name or number");
+        snprintf(doc->value, sizeof doc->value, "SIGNAL");
+        break;
+    case LEVEL:
+        snprintf(doc->accepted, sizeof doc->accepted, "0 to 3");
+        snprintf(doc->value, sizeof doc->value, "0-3");
+        break;
+    case ENUM:
+        for (size_t c = 0, len = 0, value_len = 0; o->choices[c]; c++) {
+            len += (size_t)snprintf(doc->accepted + len, sizeof doc->accepted - len, "%s`%s`", c ? ", " : "",
+                                    o->choices[c]);
+            value_len += (size_t)snprintf(doc->value + value_len, sizeof doc->value - value_len, "%s%s", c ? "|" : "",
+                                          o->choices[c]);
         }
-        fprintf(out, "| `%s` | %s | %s | %s |\n", o->env,
-                o->def[0] ? o->def : o->kind == SIZE ? "(computed)" : "(none)", accepted, o->doc);
+        break;
+    case PATH:
+        snprintf(doc->accepted, sizeof doc->accepted, "file path");
+        snprintf(doc->value, sizeof doc->value, "FILE");
+        break;
     }
 }

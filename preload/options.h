@@ -1,5 +1,5 @@
-/* liblms's options: one table (LMS_OPTION_TABLE) drives parsing, the start-up dump and the
- * README's Markdown table. Every option is read once, at load, with secure_getenv; a bad value
+/* liblms's options: one table (LMS_OPTION_TABLE) drives parsing, the start-up dump, and the
+ * documentation generated from it (the README's table, the man pages, lms-run's options). Every option is read once, at load, with secure_getenv; a bad value
  * ends the process with status 2 and one line naming the variable, before any device work. */
 #ifndef LMS_PRELOAD_OPTIONS_H
 #define LMS_PRELOAD_OPTIONS_H
@@ -28,6 +28,11 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
     X(HOST_LIMIT_MB, SIZE, 1048576, "", NULL,                                                  \
       "Cap on the pinned host backing in use, holding evicted allocations (MiB); default: "   \
       "half of physical memory")                                                               \
+    X(MAP_EVICTED, ENUM, 0, "1", lms_flag_names,                                               \
+      "1: map each evicted allocation's host backing at its address, so that a kernel using a "  \
+      "pointer liblms did not see reads and writes the right bytes over PCIe instead of "        \
+      "faulting (host VMM only; it costs a `cuMemSetAccess` on host memory per eviction, "       \
+      "2.4-3.1 ms per 256 MiB on an H100); 0: leave the address unmapped until the restore")     \
     X(MODE, ENUM, 0, "swap", lms_mode_names,                                                   \
       "`swap`: cache device memory over host memory; `cap`: enforce the soft limit without "   \
       "swapping, as if the GPU had only that much memory; `off`: pure pass-through")           \
@@ -35,7 +40,11 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "0: errors only; 1: start-up settings and warnings; 2: allocations and frees; "          \
       "3: evictions and restores")                                                             \
     X(STATS, ENUM, 0, "off", lms_stats_names,                                                  \
-      "Exit statistics on stderr: `off`, `table` (binary units) or `json`")                    \
+      "Statistics at exit and on SIGTERM or SIGINT, on stderr: `off`, `table` (binary units) " \
+      "or `json`")                                                                             \
+    X(STATS_FILE, PATH, 0, "", NULL,                                                           \
+      "File the statistics go to instead of stderr (a table unless `LMS_STATS=json`); `%p` "   \
+      "becomes the process id; an existing file is never overwritten")                         \
     X(TRACE, PATH, 0, "", NULL,                                                                \
       "Chrome-trace JSON file to write (read by lms-trace); `%p` becomes the process id; an "  \
       "existing file is never overwritten")                                                    \
@@ -46,7 +55,11 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
     X(TRACE_MAX_MB, SIZE, 1048576, "0", NULL, "Stop recording the trace past this size; 0: no limit") \
     X(DUMP_SIGNAL, SIGNAL, 0, "", NULL,                                                        \
       "Signal (e.g. `USR1`) that dumps the live allocations, to the trace or to stderr")       \
-    X(POLICY, ENUM, 0, "lru", lms_policy_names, "Eviction policy")
+    X(POLICY, ENUM, 0, "lru", lms_policy_names, "Eviction policy")                             \
+    X(PREFETCH, ENUM, 0, "1", lms_flag_names,                                                  \
+      "1: with a policy that predicts (`lookahead`), bring allocations back ahead of need "     \
+      "after each call, into device memory free at the time, and queue the evictions that "    \
+      "make room for what does not fit yet; 0: restore only what each call needs")
 
 extern const char *const lms_mode_names[];
 extern const char *const lms_stats_names[];
@@ -73,7 +86,15 @@ extern lms_options lms_opt;
 void lms_options_load(void);
 /* Logs each option and its value (log level 1). */
 void lms_options_dump(void);
-/* The README's table of options. */
-void lms_options_print_markdown(FILE *out);
+/* The options as the documentation shows them (README, man pages, lms-run --help). */
+typedef struct lms_option_doc {
+    const char *env;          /* "LMS_THRESHOLD_KB" */
+    const char *def;          /* "1000", "(computed)" or "(none)" */
+    char accepted[256];       /* "whole number of KiB, or with K/M/G suffix"; "`swap`, `cap`, `off`" */
+    char value[128];          /* on a command line: "N", "swap|cap|off", "FILE", "SIGNAL", "0-3" */
+    const char *doc;          /* Markdown: `code` in backquotes */
+} lms_option_doc;
+size_t lms_options_count(void);
+void lms_options_doc(size_t i, lms_option_doc *doc);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+
 #include <string.h>
 #include <uthash.h>
 
@@ -25,6 +26,10 @@ typedef struct plain_entry {
 } plain_entry;
 
 #define MAX_VICTIMS 64  /* evictions chosen per round */
+/* Prefetches go this far ahead, in bytes brought back before they are needed: a quarter of the
+ * soft limit. On the simulated H100 it did best of 1/32 to 1/2 where swapping bounds the run
+ * (cifar10_full at 2x and 4x the cap); further ahead evicts more than it hides. */
+#define PREFETCH_WINDOW_SHARE 4
 /* Without LMS_EXCLUDE_MB, device memory left to the driver beyond what is in use when liblms
  * first sees the device (kernels' local memory, lazily loaded modules): 256 MiB, or 1/16 of a
  * smaller device. The options table says so. */
@@ -40,8 +45,7 @@ static struct {
     plain_entry *plain;
     plain_entry *own_vmm;
     lms_block *pending;    /* freed, not yet released */
-    lms_uses any_uses;     /* launches that may use any allocation (uses_any) */
-    lms_policy *policy;
+    lms_block *to_map;     /* evicted, their backing to map at their address (LMS_MAP_EVICTED) */
     uint64_t step;
     uint64_t oom_dumped_ns;  /* when the last out-of-memory dump was written; 0: never */
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -61,8 +65,21 @@ static CUstreamCaptureMode lock(void)
     return mode;
 }
 
+/* Maps the backing of the allocations evicted since the lock was taken at their addresses.
+ * It costs a cuMemSetAccess on host memory each: done last, it overlaps the restore copies
+ * queued meanwhile instead of delaying them, and it is done before the program's next call. */
+static void map_evicted(void)
+{
+    for (lms_block *a = R.to_map; a; a = a->next_to_map)
+        if (a->place == LMS_EVICTED && !a->host_mapped && !a->freed && lms_swap_map_host(a) != CUDA_SUCCESS)
+            lms_log(LMS_LOG_ERROR, a->device, "cannot map the host backing at 0x%llx after its eviction",
+                    (unsigned long long)a->addr);
+    R.to_map = NULL;
+}
+
 static void unlock(CUstreamCaptureMode mode)
 {
+    map_evicted();
     pthread_mutex_unlock(&R.lock);
     if (lms_real.cuThreadExchangeStreamCaptureMode)
         lms_real.cuThreadExchangeStreamCaptureMode(&mode);
@@ -140,7 +157,7 @@ static CUresult current_device(int *device)
     lms_device *ds = &R.dev[d];
     *device = d;
     if (ds->ready)
-        return CUDA_SUCCESS;
+        return swapping() && !ds->ctx ? lms_swap_streams_create(ds) : CUDA_SUCCESS;
 
     size_t total;
     if ((r = lms_real.cuDeviceTotalMem_v2(&total, d)) != CUDA_SUCCESS)
@@ -163,15 +180,14 @@ static CUresult current_device(int *device)
         if (lms_real.cuDeviceGetAttribute(
                 &host_vmm, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d))
             host_vmm = 0;
-        if ((r = lms_real.cuStreamCreate(&ds->copy_stream, CU_STREAM_NON_BLOCKING)))
-            return r;
-        if ((r = lms_real.cuEventCreate(&ds->copy_done, CU_EVENT_DISABLE_TIMING)))
+        if ((r = lms_swap_streams_create(ds)))
             return r;
     }
     ds->total = total;
     ds->soft_limit = soft_limit(d, total);
     ds->granularity = granularity;
     ds->host_vmm = host_vmm;
+    ds->policy = lms_policy_create(lms_policy_names[lms_opt.POLICY.value]);
     ds->ready = 1;
     lms_trace_device(d, total, ds->soft_limit);
     lms_log(LMS_LOG_INFO, d, "device memory %zu bytes, soft limit %zu bytes, %s backing", total,
@@ -209,7 +225,7 @@ static void walk_live_locked(const char *reason)
     lms_trace_dump_begin(reason);
     for (size_t i = 0; i < R.count; i++) {
         const lms_block *a = R.by_addr[i];
-        lms_trace_dump_record(&(lms_trace_live){ a->device, a->addr, a->size, a->resident,
+        lms_trace_dump_record(&(lms_trace_live){ a->device, a->addr, a->size, a->place != LMS_EVICTED,
                                                  a->created_ns, a->last_use_ns, a->stack });
     }
     for (const plain_entry *e = R.plain; e; e = e->hh.next)
@@ -273,36 +289,107 @@ static void release_spare(lms_device *ds)
     free(spare);
 }
 
-/* ---- eviction ---- */
+/* ---- eviction: queued, finished once its copy has completed ---- */
 
 /* A launch whose parameters could not be read may use any allocation: no mapping changes
- * before it has completed. */
-static void wait_for_unscanned_launches(void)
+ * before it has completed. Returns whether that is so; with wait, waits for it first. */
+static int unscanned_done(lms_device *ds, int wait)
 {
-    lms_swap_uses_done(&R.any_uses, 1);
+    return lms_swap_uses_done(&ds->unscanned, wait);
 }
 
-static CUresult evict(lms_block *a, const char *reason)
+/* Queues a's eviction: its copy out runs on the copy-out stream once its last uses are done,
+ * and its device memory comes back when reap_evictions finds that copy completed. */
+static CUresult evict_begin(lms_block *a, const char *reason)
 {
     int d = a->device;
     lms_device *ds = &R.dev[d];
     uint64_t start = lms_stats_now();
-    wait_for_unscanned_launches();
-    CUresult r = lms_swap_out(ds, a);
+    CUresult r = lms_swap_out_begin(ds, a, &ds->unscanned);
     if (r != CUDA_SUCCESS) {
         lms_log(LMS_LOG_SWAP, d, "evict failed: ptr=0x%llx error=%d", (unsigned long long)a->addr, r);
         return r;
     }
-    ds->resident -= a->padded;
-    keep_spare(ds, a->dev_handle, a->padded);
-    lms_policy_evicted(R.policy, a->addr);
-    uint64_t end = lms_stats_now();
-    lms_stats_evicted(reason, a->size, end - start);
+    a->place = LMS_EVICTING;
+    a->evict_start_ns = start;
+    a->next_evicting = NULL;
+    if (ds->evicting_last)
+        ds->evicting_last->next_evicting = a;
+    else
+        ds->evicting = a;
+    ds->evicting_last = a;
+    ds->evicting_bytes += a->padded;
+    lms_policy_evicted(ds->policy, a->addr);
+    lms_stats_evicted(reason, a->size, lms_stats_now() - start);
     lms_trace_evict(d, a->addr, a->padded, reason);
-    lms_trace_swap(d, a->addr, a->size, LMS_SWAP_OUT, start, end, (uint64_t)(uintptr_t)ds->copy_stream);
-    trace_counters(d);
-    log_figures(LMS_LOG_SWAP, d, "evict", a->addr, a->padded);
+    log_figures(LMS_LOG_SWAP, d, "evict", a->addr, a->size);
     return CUDA_SUCCESS;
+}
+
+static void unlink_evicting(lms_block *a)
+{
+    lms_device *ds = &R.dev[a->device];
+    lms_block *before = NULL;
+    for (lms_block *b = ds->evicting; b != a; b = b->next_evicting)
+        before = b;
+    if (before)
+        before->next_evicting = a->next_evicting;
+    else
+        ds->evicting = a->next_evicting;
+    if (ds->evicting_last == a)
+        ds->evicting_last = before;
+    ds->evicting_bytes -= a->padded;
+}
+
+/* An allocation whose eviction has not finished still has its bytes in its device handle:
+ * it is resident again at once, whatever the queued copy out does. */
+static void back_to_resident(lms_block *a)
+{
+    lms_swap_backing_give_back(a); /* the copy-out stream orders its next copy after this one */
+    a->place = LMS_RESIDENT;
+    lms_stats_taken_back();
+    if (!a->freed)
+        lms_policy_restored(R.dev[a->device].policy, a->addr);
+}
+
+/* A call needs an allocation whose eviction is in flight. */
+static void take_back(lms_block *a)
+{
+    unlink_evicting(a);
+    back_to_resident(a);
+}
+
+/* Finishes device d's evictions whose copies have completed, oldest first (the copy-out
+ * stream completes them in that order); with wait, waits for the oldest. Each device handle
+ * becomes a spare; the backing is mapped at the address (LMS_MAP_EVICTED) before the lock
+ * goes. Returns how many finished. */
+static int reap_evictions(int d, int wait)
+{
+    lms_device *ds = &R.dev[d];
+    int finished = 0;
+    while (ds->evicting) {
+        lms_block *a = ds->evicting;
+        int now = wait && finished == 0;
+        if (!lms_swap_out_done(a, now) || !unscanned_done(ds, now))
+            break;
+        unlink_evicting(a);
+        if (lms_swap_out_finish(a) != CUDA_SUCCESS) {
+            back_to_resident(a); /* still mapped: nothing came back */
+            continue;
+        }
+        a->place = LMS_EVICTED;
+        if (ds->host_vmm && lms_opt.MAP_EVICTED.value && !a->freed) {
+            a->next_to_map = R.to_map;
+            R.to_map = a;
+        }
+        ds->resident -= a->padded;
+        keep_spare(ds, a->dev_handle, a->padded);
+        lms_trace_swap(d, a->addr, a->size, LMS_SWAP_OUT, a->evict_start_ns, lms_stats_now(),
+                       (uint64_t)(uintptr_t)ds->copy_out);
+        trace_counters(d);
+        finished++;
+    }
+    return finished;
 }
 
 /* ---- freeing ---- */
@@ -310,16 +397,20 @@ static CUresult evict(lms_block *a, const char *reason)
 static void release(lms_block *a)
 {
     lms_device *ds = &R.dev[a->device];
-    wait_for_unscanned_launches();
-    lms_swap_release(a);
-    if (a->resident) {
+    unscanned_done(ds, 1);
+    lms_swap_release(a, 0);
+    if (a->place == LMS_RESIDENT) {
         ds->resident -= a->padded;
-        keep_spare(ds, a->dev_handle, a->padded);
+        if (a->retained) /* the program may hold it still: no other allocation gets it */
+            lms_real.cuMemRelease(a->dev_handle);
+        else
+            keep_spare(ds, a->dev_handle, a->padded);
     }
     free(a);
 }
 
-/* Releases freed allocations whose last uses are done; with wait, waits for them. Returns
+/* Releases freed allocations (of device d, or of all with -1) whose last uses are done; with
+ * wait, waits for them. One whose eviction has not finished waits for reap_evictions. Returns
  * how many bytes of device memory came back. */
 static size_t reap_pending(int d, int wait)
 {
@@ -328,9 +419,10 @@ static size_t reap_pending(int d, int wait)
         lms_block *a = *p;
         /* A call still in flight on another thread may hold it: a program's race, but
          * liblms must not free what that call will touch. */
-        if ((d < 0 || a->device == d) && a->pins == 0 && lms_swap_uses_done(&a->uses, wait)) {
+        if ((d < 0 || a->device == d) && a->pins == 0 && a->place != LMS_EVICTING &&
+            lms_swap_uses_done(&a->uses, wait)) {
             *p = a->next_pending;
-            freed += a->resident ? a->padded : 0;
+            freed += a->place == LMS_RESIDENT ? a->padded : 0;
             release(a);
         } else {
             p = &a->next_pending;
@@ -352,6 +444,7 @@ static CUresult make_backing(const lms_block *a)
     if (r != CUDA_SUCCESS)
         return r;
     lms_backing *b;
+    map_evicted();
     pthread_mutex_unlock(&R.lock);
     r = lms_swap_backing_create(&R.dev[d], d, bytes, unwanted, &b);
     pthread_mutex_lock(&R.lock);
@@ -362,15 +455,48 @@ static CUresult make_backing(const lms_block *a)
 static int keep_victim(void *ctx, lms_alloc_id id)
 {
     lms_block *a = find_containing((CUdeviceptr)id);
-    return !a || a->pins > 0 || a->device != *(int *)ctx;
+    return !a || a->pins > 0 || a->retained || a->device != *(int *)ctx || a->place != LMS_RESIDENT;
 }
 
-/* Frees device memory until `bytes` more fit under the soft limit of device d: spare handles
- * first, then freed allocations once their last uses are done, then the policy's victims.
- * With reuse, a spare handle of exactly `bytes` is taken instead when there is one (*reused).
- * It may release the lock while it makes host backing. */
-static CUresult make_room(int d, size_t bytes, const char *reason, CUmemGenericAllocationHandle *reuse,
-                          int *reused)
+/* Queues the evictions of the policy's victims for `bytes` of device d. CUDA_ERROR_NOT_FOUND
+ * when there is none. It may release the lock to make host backing, and then returns at once
+ * (CUDA_SUCCESS): the caller looks afresh. */
+static CUresult evict_victims(int d, size_t bytes, const char *reason)
+{
+    lms_alloc_id victims[MAX_VICTIMS];
+    size_t n = lms_policy_choose_victims(R.dev[d].policy, bytes, keep_victim, &d, victims, MAX_VICTIMS);
+    if (n == 0)
+        return CUDA_ERROR_NOT_FOUND;
+    for (size_t i = 0; i < n; i++) {
+        lms_block *a = find_containing((CUdeviceptr)victims[i]);
+        if (!lms_swap_has_backing(d, a->padded))
+            return make_backing(a);
+        CUresult r = evict_begin(a, reason);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Device bytes of device d that come back without another eviction: those of the evictions
+ * in flight, and of freed allocations still resident. */
+static size_t coming_back(int d)
+{
+    size_t bytes = R.dev[d].evicting_bytes;
+    for (const lms_block *a = R.pending; a; a = a->next_pending)
+        if (a->device == d && a->place == LMS_RESIDENT)
+            bytes += a->padded;
+    return bytes;
+}
+
+/* Frees device memory until `bytes` more fit under the soft limit of device d: what is free
+ * already first (finished evictions, freed allocations whose uses are done, spare handles),
+ * then queued evictions of the policy's victims; the host waits for the oldest eviction or
+ * free only when nothing else can give the memory now, and without wait it does not:
+ * CUDA_ERROR_NOT_READY. With reuse, a spare handle of exactly `bytes` is taken instead when
+ * there is one (*reused). It may release the lock while it makes host backing. */
+static CUresult make_room(int d, size_t bytes, const char *reason, int wait,
+                          CUmemGenericAllocationHandle *reuse, int *reused)
 {
     lms_device *ds = &R.dev[d];
     for (;;) {
@@ -380,104 +506,130 @@ static CUresult make_room(int d, size_t bytes, const char *reason, CUmemGenericA
         }
         if (ds->resident + ds->spare + bytes <= ds->soft_limit)
             return CUDA_SUCCESS;
+        if (reap_evictions(d, 0) || reap_pending(d, 0) > 0)
+            continue;
         if (ds->spares) {
             release_spare(ds);
             continue;
         }
-        if (R.pending && reap_pending(d, 1) > 0)
-            continue;
-        if (!swapping())
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        lms_alloc_id victims[MAX_VICTIMS];
-        size_t n = lms_policy_choose_victims(R.policy, ds->resident + bytes - ds->soft_limit,
-                                             keep_victim, &d, victims, MAX_VICTIMS);
-        if (n == 0)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (size_t i = 0; i < n; i++) {
-            lms_block *a = find_containing((CUdeviceptr)victims[i]);
-            int backed = lms_swap_has_backing(d, a->padded);
-            CUresult r = backed ? evict(a, reason) : make_backing(a);
-            if (r != CUDA_SUCCESS)
+        size_t short_by = ds->resident + bytes - ds->soft_limit, coming = coming_back(d);
+        if (swapping() && short_by > coming) {
+            CUresult r = evict_victims(d, short_by - coming, reason);
+            if (r == CUDA_SUCCESS)
+                continue;
+            if (r != CUDA_ERROR_NOT_FOUND)
                 return r;
-            if (!backed)
-                break; /* the victims may have changed meanwhile: choose again */
         }
+        if (!wait)
+            return CUDA_ERROR_NOT_READY;
+        if (reap_evictions(d, 1) || reap_pending(d, 1) > 0)
+            continue;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
 }
 
-/* Out of memory below the soft limit (other processes use the device too): evict one more
- * allocation (making host backing for it may release the lock). Returns 0 when nothing is
- * left to evict. */
+/* Out of memory below the soft limit (other processes use the device too): frees one more
+ * piece of device memory, evicting if need be (making host backing for it may release the
+ * lock). Returns 0 when nothing is left to free. */
 static int evict_for_retry(int d)
 {
     lms_device *ds = &R.dev[d];
-    if (ds->spares) {
-        release_spare(ds);
-        return 1;
-    }
-    if (R.pending && reap_pending(d, 1) > 0)
-        return 1;
-    if (!swapping())
-        return 0;
     for (;;) {
-        lms_alloc_id victim;
-        if (lms_policy_choose_victims(R.policy, 1, keep_victim, &d, &victim, 1) == 0)
-            return 0;
-        lms_block *a = find_containing((CUdeviceptr)victim);
-        if (lms_swap_has_backing(d, a->padded))
-            return evict(a, "oom-retry") == CUDA_SUCCESS;
-        if (make_backing(a) != CUDA_SUCCESS) /* the lock was released: choose again */
-            return 0;
+        if (reap_evictions(d, 0) || reap_pending(d, 0) > 0)
+            return 1;
+        if (ds->spares) {
+            release_spare(ds);
+            return 1;
+        }
+        if (!ds->evicting && swapping()) {
+            CUresult r = evict_victims(d, 1, "oom-retry");
+            if (r == CUDA_SUCCESS)
+                continue;
+            if (r != CUDA_ERROR_NOT_FOUND)
+                return 0;
+        }
+        return reap_evictions(d, 1) || reap_pending(d, 1) > 0;
     }
+}
+
+/* Device handles are made exportable as a file descriptor, as NCCL and RDMA registration ask
+ * of a handle the program retains (cuMemRetainAllocationHandle); on a device that refuses the
+ * type, plain from then on. */
+static CUresult create_exportable(int d, size_t bytes, CUmemGenericAllocationHandle *h)
+{
+    static int plain_only[LMS_MAX_DEVICES];
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, d },
+                                 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR };
+    CUresult r = plain_only[d] ? CUDA_ERROR_NOT_SUPPORTED : lms_real.cuMemCreate(h, bytes, &prop, 0);
+    if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE) {
+        plain_only[d] = 1;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        r = lms_real.cuMemCreate(h, bytes, &prop, 0);
+    }
+    return r;
 }
 
 static CUresult create_device_handle(int d, size_t bytes, CUmemGenericAllocationHandle *h)
 {
-    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, d } };
     CUresult r;
-    while ((r = lms_real.cuMemCreate(h, bytes, &prop, 0)) == CUDA_ERROR_OUT_OF_MEMORY &&
+    while ((r = create_exportable(d, bytes, h)) == CUDA_ERROR_OUT_OF_MEMORY &&
            evict_for_retry(d))
         ;
     return r;
 }
 
+/* A device handle of `bytes` for device d, within its soft limit: a spare, or a new one. */
+static CUresult device_handle(int d, size_t bytes, const char *reason, int wait,
+                              CUmemGenericAllocationHandle *h)
+{
+    int reused = 0;
+    CUresult r = make_room(d, bytes, reason, wait, h, &reused);
+    return r == CUDA_SUCCESS && !reused ? create_device_handle(d, bytes, h) : r;
+}
+
 /* The restore copy is only queued: the calls that use a wait for it on their streams. The
  * trace shows the time it took to issue. *blind: restored without its bytes (whole_write),
- * by this call; another may have restored a while making room released the lock. */
-static CUresult restore(lms_block *a, int whole_write, int *blind)
+ * by this call. ahead: a prefetch, which never waits (CUDA_ERROR_NOT_READY instead). The lock
+ * may be released meanwhile, and another call restore a. */
+static CUresult restore(lms_block *a, int whole_write, int ahead, int *blind)
 {
     int d = a->device;
     lms_device *ds = &R.dev[d];
-    uint64_t start = lms_stats_now();
-    CUmemGenericAllocationHandle h;
-    int reused = 0;
     *blind = 0;
-    CUresult r = make_room(d, a->padded, "demand", &h, &reused);
-    if (r == CUDA_SUCCESS && a->resident) {
-        if (reused)
-            keep_spare(ds, h, a->padded);
+    if (a->place == LMS_EVICTING) {
+        take_back(a);
         return CUDA_SUCCESS;
     }
-    if (r == CUDA_SUCCESS && !reused)
-        r = create_device_handle(d, a->padded, &h);
-    if (r == CUDA_SUCCESS)
-        wait_for_unscanned_launches();
+    uint64_t start = lms_stats_now();
+    CUmemGenericAllocationHandle h;
+    CUresult r = device_handle(d, a->padded, ahead ? "prefetch" : "demand", !ahead, &h);
+    if (r == CUDA_SUCCESS && a->place != LMS_EVICTED) {
+        keep_spare(ds, h, a->padded);
+        return CUDA_SUCCESS;
+    }
+    /* Its backing mapped at its address goes: nothing queued may still use it there. */
+    if (r == CUDA_SUCCESS && a->host_mapped &&
+        !(lms_swap_uses_done(&a->uses, !ahead) && unscanned_done(ds, !ahead))) {
+        keep_spare(ds, h, a->padded);
+        return CUDA_ERROR_NOT_READY;
+    }
     if (r == CUDA_SUCCESS && (r = lms_swap_in(ds, a, h, whole_write)) != CUDA_SUCCESS)
         keep_spare(ds, h, a->padded);
     if (r != CUDA_SUCCESS) {
         lms_log(LMS_LOG_SWAP, d, "restore failed: ptr=0x%llx error=%d", (unsigned long long)a->addr, r);
         return r;
     }
+    a->place = LMS_RESIDENT;
     ds->resident += a->padded;
     *blind = whole_write;
-    lms_policy_restored(R.policy, a->addr);
+    lms_policy_restored(ds->policy, a->addr);
     uint64_t end = lms_stats_now();
     lms_stats_restored(whole_write ? 0 : a->size, end - start);
     if (!whole_write)
-        lms_trace_swap(d, a->addr, a->size, LMS_SWAP_IN, start, end, (uint64_t)(uintptr_t)ds->copy_stream);
+        lms_trace_swap(d, a->addr, a->size, LMS_SWAP_IN, start, end, (uint64_t)(uintptr_t)ds->copy_in);
     trace_counters(d);
-    log_figures(LMS_LOG_SWAP, d, "restore", a->addr, a->padded);
+    log_figures(LMS_LOG_SWAP, d, "restore", a->addr, a->size);
     return CUDA_SUCCESS;
 }
 
@@ -515,7 +667,7 @@ static CUresult real_free(CUdeviceptr dptr, CUstream stream, int async)
 
 static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
 {
-    CUresult r = make_room(d, bytes, "limit", NULL, NULL);
+    CUresult r = make_room(d, bytes, "limit", 1, NULL, NULL);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return out_of_memory(d, bytes);
     if (r != CUDA_SUCCESS)
@@ -533,9 +685,38 @@ static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes, CUstream str
     e->stack = lms_trace_alloc(d, *dptr, bytes, 0, false);
     HASH_ADD(hh, R.plain, key, sizeof e->key, e);
     counted_in(d, bytes, bytes);
+    R.dev[d].plain += bytes;
     return CUDA_SUCCESS;
 }
 
+/* Host backing for a new allocation that does not fit on the device: its bytes start there. */
+static CUresult backing_for(lms_block *a)
+{
+    CUresult r = CUDA_SUCCESS;
+    while (r == CUDA_SUCCESS && !lms_swap_has_backing(a->device, a->padded))
+        r = make_backing(a); /* the lock goes meanwhile: another may take it */
+    if (r == CUDA_SUCCESS)
+        lms_swap_backing_take(a);
+    return r;
+}
+
+/* Without host VMM an allocation lives on the device or nowhere: one larger than the soft limit
+ * leaves beside the small allocations never fits. An arena sized from cuMemGetInfo asks for one
+ * (its total counts the host backing in swap mode): the log says so, whatever the level. */
+static CUresult never_fits(int d, size_t bytes)
+{
+    const lms_device *ds = &R.dev[d];
+    lms_log(LMS_LOG_ERROR, d,
+            "out of memory: an allocation of %zu bytes cannot be resident beside %zu bytes of small "
+            "allocations within the soft limit of %zu bytes, and without host VMM it cannot live in "
+            "host memory; cuMemGetInfo's total counts LMS_HOST_LIMIT_MB too: size arenas from the "
+            "soft limit, or lower LMS_EXCLUDE_MB",
+            bytes, ds->plain, ds->soft_limit);
+    return out_of_memory(d, bytes);
+}
+
+/* A new allocation is resident; one that cannot be, beside the small allocations, or finds
+ * no room, starts in host memory mapped at its address (with host VMM only). */
 static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
 {
     lms_device *ds = &R.dev[d];
@@ -543,31 +724,43 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
     lms_block *a = calloc(1, sizeof *a);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *a = (lms_block){ .size = bytes, .padded = padded, .device = d, .resident = 1 };
-    CUresult r = make_room(d, padded, "limit", NULL, NULL);
-    if (r == CUDA_SUCCESS)
-        r = lms_real.cuMemAddressReserve(&a->addr, padded, ds->granularity, 0, 0);
+    *a = (lms_block){ .size = bytes, .padded = padded, .device = d, .place = LMS_RESIDENT };
+    if (!ds->host_vmm && padded + ds->plain > ds->soft_limit) {
+        free(a);
+        return never_fits(d, padded);
+    }
+    CUresult r = ds->host_vmm && padded + ds->plain > ds->soft_limit
+                     ? CUDA_ERROR_OUT_OF_MEMORY
+                     : device_handle(d, padded, "limit", 1, &a->dev_handle);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && ds->host_vmm) {
+        a->place = LMS_EVICTED;
+        r = backing_for(a);
+    }
+    if (r == CUDA_SUCCESS) {
+        if ((r = lms_real.cuMemAddressReserve(&a->addr, padded, ds->granularity, 0, 0)) == CUDA_SUCCESS &&
+            (r = a->place == LMS_RESIDENT ? lms_swap_map(a->addr, padded, a->dev_handle, d)
+                                          : lms_swap_map_host(a)) == CUDA_SUCCESS &&
+            !table_insert(a)) {
+            lms_real.cuMemUnmap(a->addr, padded);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (r != CUDA_SUCCESS && a->addr)
+            lms_real.cuMemAddressFree(a->addr, padded);
+        if (r != CUDA_SUCCESS && a->place == LMS_RESIDENT)
+            keep_spare(ds, a->dev_handle, padded);
+        if (r != CUDA_SUCCESS && a->place == LMS_EVICTED)
+            lms_swap_backing_give_back(a);
+    }
     if (r != CUDA_SUCCESS) {
         free(a);
         return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
     }
-    if ((r = create_device_handle(d, padded, &a->dev_handle)) == CUDA_SUCCESS &&
-        (r = lms_swap_map(a->addr, padded, a->dev_handle, d)) != CUDA_SUCCESS)
-        lms_real.cuMemRelease(a->dev_handle);
-    if (r == CUDA_SUCCESS && !table_insert(a)) {
-        lms_real.cuMemUnmap(a->addr, padded);
-        lms_real.cuMemRelease(a->dev_handle);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r != CUDA_SUCCESS) {
-        lms_real.cuMemAddressFree(a->addr, padded);
-        free(a);
-        return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
-    }
-    lms_policy_created(R.policy, a->addr, padded);
+    lms_policy_created(ds->policy, a->addr, padded);
+    if (a->place == LMS_EVICTED)
+        lms_policy_evicted(ds->policy, a->addr);
     a->created_ns = lms_stats_now();
     a->stack = lms_trace_alloc(d, a->addr, bytes, 0, true);
-    counted_in(d, padded, bytes);
+    counted_in(d, a->place == LMS_RESIDENT ? padded : 0, bytes);
     *dptr = a->addr;
     return CUDA_SUCCESS;
 }
@@ -601,8 +794,9 @@ static void forget(lms_block *a, CUstream stream, int async)
     if (async)
         lms_swap_record_use(&a->uses, stream);
     table_remove(a);
-    lms_policy_freed(R.policy, a->addr);
     lms_device *ds = &R.dev[a->device];
+    lms_policy_freed(ds->policy, a->addr);
+    a->freed = 1;
     ds->demanded -= a->size;
     ds->live--;
     log_figures(LMS_LOG_ALLOC, a->device, "free", a->addr, a->size);
@@ -621,6 +815,7 @@ static CUresult free_plain(plain_entry *e, CUstream stream, int async)
     if (r == CUDA_SUCCESS) {
         lms_device *ds = &R.dev[e->device];
         ds->resident -= e->bytes;
+        ds->plain -= e->bytes;
         ds->demanded -= e->bytes;
         ds->live--;
         log_figures(LMS_LOG_ALLOC, e->device, "free", e->key, e->bytes);
@@ -640,7 +835,7 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
         return CUDA_SUCCESS; /* freeing NULL does nothing */
     CUstreamCaptureMode mode = lock();
     lms_block *a = find_containing(dptr);
-    int swappable = a && a->addr == dptr;
+    int swappable = a && a->addr == dptr, d = a ? a->device : 0;
     plain_entry *e;
     HASH_FIND(hh, R.plain, &dptr, sizeof dptr, e);
     if (e)
@@ -655,9 +850,12 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
     if (!swappable)
         return real_free(dptr, stream, async);
     /* As the driver's cuMemFree does, wait for the whole device: programs rely on it, to
-     * read zero-copy results say. Then the allocation's last uses are done. */
-    CUresult r = async ? CUDA_SUCCESS : lms_real.cuCtxSynchronize();
+     * read zero-copy results say. Then the allocation's last uses are done. Not while a
+     * stream captures: the driver would refuse, and invalidate the capture; the allocation
+     * is released once its last uses are done all the same. */
+    CUresult r = async || lms_graph_captures_under_way() ? CUDA_SUCCESS : lms_real.cuCtxSynchronize();
     mode = lock();
+    reap_evictions(d, 0);
     reap_pending(-1, 0);
     unlock(mode);
     return r;
@@ -697,7 +895,7 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
         if (r == CUDA_SUCCESS && !R.dev[d].ready)
             r = CUDA_ERROR_INVALID_DEVICE;
     }
-    if (r == CUDA_SUCCESS && (r = make_room(d, size, "limit", NULL, NULL)) == CUDA_ERROR_OUT_OF_MEMORY)
+    if (r == CUDA_SUCCESS && (r = make_room(d, size, "limit", 1, NULL, NULL)) == CUDA_ERROR_OUT_OF_MEMORY)
         r = out_of_memory(d, size);
     if (r == CUDA_SUCCESS) {
         while ((r = lms_real.cuMemCreate(handle, size, prop, flags)) == CUDA_ERROR_OUT_OF_MEMORY &&
@@ -713,6 +911,7 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
         *e = (plain_entry){ .key = *handle, .bytes = size, .device = d };
         HASH_ADD(hh, R.own_vmm, key, sizeof e->key, e);
         counted_in(d, size, size);
+        R.dev[d].plain += size;
     }
     unlock(mode);
     return r;
@@ -727,6 +926,7 @@ CUresult lms_vmm_release(CUmemGenericAllocationHandle handle)
     if (r == CUDA_SUCCESS && e) {
         lms_device *ds = &R.dev[e->device];
         ds->resident -= e->bytes;
+        ds->plain -= e->bytes;
         ds->demanded -= e->bytes;
         ds->live--;
         HASH_DEL(R.own_vmm, e);
@@ -754,6 +954,7 @@ void lms_call_init(lms_call *call, CUstream stream, const char *what)
     call->stream = stream;
     call->capturing = 0;
     call->uses_any = 0;
+    call->device = -1;
     call->what = what;
     call->ref_count = call->held_count = 0;
     call->ref_cap = call->held_cap = LMS_CALL_INLINE;
@@ -793,8 +994,148 @@ static void hold(lms_call *call, lms_block *a, int whole_write)
     if (call->held_count == call->held_cap &&
         !grow((void **)&call->held, call->inline_held, &call->held_cap, sizeof *call->held))
         return;
-    call->held[call->held_count++] = (lms_held){ a, whole_write, 0 };
+    call->held[call->held_count++] = (lms_held){ a, whole_write, 0, 0 };
     a->pins++;
+}
+
+/* Device bytes on device d that calls in flight hold there. */
+static size_t held_on_device(int d)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < R.count; i++)
+        if (R.by_addr[i]->device == d && R.by_addr[i]->pins > 0 && R.by_addr[i]->place == LMS_RESIDENT)
+            bytes += R.by_addr[i]->padded;
+    return bytes;
+}
+
+/* Takes back the call's allocations whose eviction has not finished, then sets, per device,
+ * the device bytes the call may still take: what the soft limit leaves beside small
+ * allocations, what other calls hold there and the call's allocations already there; or
+ * SIZE_MAX where all of the call's allocations fit beside the small ones, or where there is
+ * no host VMM to leave any elsewhere. Returns whether any device is short. */
+static int budgets(lms_call *call, size_t *avail)
+{
+    size_t need[LMS_MAX_DEVICES] = { 0 }, there[LMS_MAX_DEVICES] = { 0 };
+    for (size_t i = 0; i < call->held_count; i++) {
+        lms_block *a = call->held[i].alloc;
+        if (a->place == LMS_EVICTING)
+            take_back(a);
+        need[a->device] += a->padded;
+        there[a->device] += a->place == LMS_RESIDENT ? a->padded : 0;
+    }
+    int short_of_room = 0;
+    for (int d = 0; d < LMS_MAX_DEVICES; d++) {
+        const lms_device *ds = &R.dev[d];
+        avail[d] = SIZE_MAX;
+        if (!need[d] || !ds->host_vmm || need[d] + ds->plain <= ds->soft_limit)
+            continue;
+        size_t used = ds->plain + held_on_device(d); /* this call's included: it holds them */
+        avail[d] = ds->soft_limit > used ? ds->soft_limit - used : 0;
+        short_of_room = 1;
+    }
+    return short_of_room;
+}
+
+static int larger_first(const void *x, const void *y)
+{
+    size_t a = ((const lms_held *)x)->alloc->padded, b = ((const lms_held *)y)->alloc->padded;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Leaves an evicted allocation in its host backing for the call, mapped at its address. */
+static CUresult use_on_host(lms_held *h)
+{
+    lms_block *a = h->alloc;
+    CUresult r = a->host_mapped ? CUDA_SUCCESS : lms_swap_map_host(a);
+    if (r == CUDA_SUCCESS) {
+        h->on_host = 1;
+        lms_stats_on_host(a->size);
+    }
+    return r;
+}
+
+/* Queues, without waiting, the evictions that will give `bytes` of device d beyond what is
+ * free and coming back already. */
+static void queue_room(int d, size_t bytes)
+{
+    lms_device *ds = &R.dev[d];
+    reap_evictions(d, 0);
+    size_t need = ds->resident + bytes, have = ds->soft_limit + coming_back(d);
+    if (swapping() && need > have)
+        evict_victims(d, need - have, "demand");
+}
+
+/* Makes the call's allocations resident. Where they do not all fit on their device, those
+ * already there stay, the evicted ones go in largest first while they fit, and the rest stay
+ * in host memory, mapped at their addresses, for the call to read and write over PCIe (with
+ * host VMM only); so does one whose backing queued work still uses there: restoring it would
+ * wait for that work. The evictions that make room for every restore are queued before the
+ * first restore waits for any, so that their copies follow one another. */
+static CUresult place_held(lms_call *call)
+{
+    size_t avail[LMS_MAX_DEVICES], coming[LMS_MAX_DEVICES] = { 0 };
+    if (budgets(call, avail))
+        qsort(call->held, call->held_count, sizeof *call->held, larger_first);
+    for (size_t i = 0; i < call->held_count; i++) {
+        lms_held *h = &call->held[i];
+        lms_block *a = h->alloc;
+        int d = a->device;
+        if (a->place != LMS_EVICTED)
+            continue;
+        if (a->padded <= avail[d] && !(a->host_mapped && !lms_swap_uses_done(&a->uses, 0))) {
+            coming[d] += a->padded;
+            avail[d] -= avail[d] != SIZE_MAX ? a->padded : 0;
+        } else {
+            h->on_host = 1; /* planned: use_on_host below */
+        }
+    }
+    for (int d = 0; d < LMS_MAX_DEVICES; d++)
+        if (coming[d])
+            queue_room(d, coming[d]);
+    for (size_t i = 0; i < call->held_count; i++) {
+        lms_held *h = &call->held[i];
+        lms_block *a = h->alloc;
+        int d = a->device;
+        if (a->place != LMS_EVICTED) /* another call may have restored it meanwhile */
+            continue;
+        CUresult r = h->on_host ? CUDA_ERROR_OUT_OF_MEMORY
+                                : restore(a, h->whole_write, 0, &h->restored_blind);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && R.dev[d].host_vmm)
+            r = use_on_host(h);
+        if (r != CUDA_SUCCESS)
+            return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, a->padded) : r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Brings back, ahead of need, what the policy names for the steps after `step` on device d,
+ * into device memory free now, so that the copies overlap the work already queued. For what
+ * does not fit yet, making room queues the evictions of the victims, without waiting: a later
+ * call brings it back once that room is there. */
+static void prefetch(int d, uint64_t step)
+{
+    lms_device *ds = &R.dev[d];
+    reap_evictions(d, 0);
+    lms_alloc_id ids[MAX_VICTIMS];
+    size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
+    size_t n = lms_policy_prefetch_within(ds->policy, step + 1, room, ds->soft_limit / PREFETCH_WINDOW_SHARE,
+                                          ids, MAX_VICTIMS);
+    for (size_t i = 0; i < n; i++) {
+        lms_block *a = find_containing((CUdeviceptr)ids[i]);
+        if (!a || a->place != LMS_EVICTED || a->pins > 0)
+            continue;
+        int blind;
+        if (restore(a, 0, 1, &blind) != CUDA_SUCCESS)
+            return;
+    }
+}
+
+/* A call that may use any allocation may write one whose copy out is queued, after the copy
+ * has read it: every eviction of its device still in flight is taken back. */
+static void take_back_evictions(int d)
+{
+    while (R.dev[d].evicting)
+        take_back(R.dev[d].evicting);
 }
 
 CUresult lms_call_begin(lms_call *call)
@@ -803,6 +1144,10 @@ CUresult lms_call_begin(lms_call *call)
         return CUDA_SUCCESS;
     call->capturing = lms_graph_capturing(call->stream);
     CUstreamCaptureMode mode = lock();
+    if (call->uses_any && current_device(&call->device) != CUDA_SUCCESS)
+        call->device = -1;
+    if (call->uses_any && call->device >= 0)
+        take_back_evictions(call->device);
     for (size_t i = 0; i < call->ref_count; i++) {
         const lms_ref *ref = &call->refs[i];
         lms_block *a = find_containing(ref->addr);
@@ -816,19 +1161,12 @@ CUresult lms_call_begin(lms_call *call)
                  j < R.count && R.by_addr[j]->addr < ref->addr + ref->bytes; j++)
                 hold(call, R.by_addr[j], 0);
     }
-    CUresult r = CUDA_SUCCESS;
     uint64_t step = ++R.step;
     uint64_t stall_start = lms_stats_now();
     int stalled = 0;
-    for (size_t i = 0; i < call->held_count && r == CUDA_SUCCESS; i++) {
-        lms_block *a = call->held[i].alloc;
-        if (a->resident)
-            continue;
-        stalled = 1;
-        r = restore(a, call->held[i].whole_write, &call->held[i].restored_blind);
-        if (r == CUDA_ERROR_OUT_OF_MEMORY)
-            r = out_of_memory(a->device, a->padded);
-    }
+    for (size_t i = 0; i < call->held_count; i++)
+        stalled |= call->held[i].alloc->place != LMS_RESIDENT;
+    CUresult r = place_held(call);
     if (stalled)
         lms_stats_stall(lms_stats_now() - stall_start);
     for (size_t i = 0; i < call->held_count; i++)
@@ -838,7 +1176,7 @@ CUresult lms_call_begin(lms_call *call)
     uint64_t *addrs = call->held_count <= LMS_CALL_INLINE ? inline_addrs
                                                           : malloc(call->held_count * sizeof *addrs);
     for (size_t i = 0; i < call->held_count; i++) {
-        lms_policy_used(R.policy, call->held[i].alloc->addr, step);
+        lms_policy_used(R.dev[call->held[i].alloc->device].policy, call->held[i].alloc->addr, step);
         call->held[i].alloc->last_use_ns = now;
         if (addrs)
             addrs[i] = call->held[i].alloc->addr;
@@ -850,6 +1188,10 @@ CUresult lms_call_begin(lms_call *call)
                               call->held_count);
     if (addrs != inline_addrs)
         free(addrs);
+    if (r == CUDA_SUCCESS && !call->capturing && lms_opt.PREFETCH.value)
+        for (size_t i = 0; i < call->held_count; i++)
+            if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
+                prefetch(call->held[i].alloc->device, step);
     unlock(mode);
     return r;
 }
@@ -867,14 +1209,148 @@ void lms_call_end(lms_call *call, CUresult result)
                 lms_swap_record_use(&a->uses, call->stream);
             a->pins--;
         }
-        if (call->uses_any && !call->capturing)
-            lms_swap_record_use(&R.any_uses, call->stream);
+        if (call->uses_any && !call->capturing && call->device >= 0)
+            lms_swap_record_use(&R.dev[call->device].unscanned, call->stream);
         unlock(mode);
     }
     if (call->refs != call->inline_refs)
         free(call->refs);
     if (call->held != call->inline_held)
         free(call->held);
+}
+
+/* ---- contexts ---- */
+
+/* An allocation goes with its context (lose_device): the driver's own would. gone: the
+ * context has died, its events with it. */
+static void drop_block(lms_block *a, int gone)
+{
+    lms_device *ds = &R.dev[a->device];
+    if (!gone) {
+        lms_swap_uses_done(&a->uses, 1);
+        if (a->place == LMS_EVICTING)
+            lms_swap_out_done(a, 1);
+    }
+    if (!a->freed) {
+        lms_policy_freed(ds->policy, a->addr);
+        ds->demanded -= a->size;
+        ds->live--;
+        lms_trace_free(a->device, a->addr, a->size);
+    }
+    lms_swap_release(a, gone);
+    if (a->place != LMS_EVICTED) {
+        ds->resident -= a->padded;
+        keep_spare(ds, a->dev_handle, a->padded);
+    }
+    free(a);
+}
+
+/* Device d's copy streams and liblms's events were made in a context that is ending (gone:
+ * it has died already, and its work with it). The program's allocations on the device go
+ * too: its swappable ones are released and its small ones forgotten (the driver frees them).
+ * Spare handles and host backing, VMM memory of no context, stay. */
+static void lose_device(int d, int gone)
+{
+    lms_device *ds = &R.dev[d];
+    if (!gone)
+        unscanned_done(ds, 1);
+    size_t kept = 0;
+    for (size_t i = 0; i < R.count; i++) {
+        lms_block *a = R.by_addr[i];
+        if (a->device == d)
+            drop_block(a, gone);
+        else
+            R.by_addr[kept++] = a;
+    }
+    R.count = kept;
+    for (lms_block **p = &R.pending; *p;) {
+        lms_block *a = *p;
+        if (a->device == d) {
+            *p = a->next_pending;
+            drop_block(a, gone);
+        } else {
+            p = &a->next_pending;
+        }
+    }
+    ds->evicting = ds->evicting_last = NULL;
+    ds->evicting_bytes = 0;
+    R.to_map = NULL; /* nothing evicted since the lock was taken */
+    plain_entry *e, *tmp;
+    HASH_ITER(hh, R.plain, e, tmp) {
+        if (e->device != d)
+            continue;
+        HASH_DEL(R.plain, e);
+        ds->resident -= e->bytes;
+        ds->plain -= e->bytes;
+        ds->demanded -= e->bytes;
+        ds->live--;
+        lms_trace_free(d, e->key, e->bytes);
+        free(e);
+    }
+    lms_swap_uses_clear(&ds->unscanned, gone);
+    lms_swap_backing_drop_events(d, gone);
+    lms_swap_streams_destroy(ds, gone);
+    trace_counters(d);
+    lms_log(LMS_LOG_INFO, d, "its context ended: liblms let go of the allocations made in it");
+}
+
+void lms_residency_context_ends(CUcontext ctx, int gone)
+{
+    CUstreamCaptureMode mode = lock();
+    for (int d = 0; d < LMS_MAX_DEVICES; d++)
+        if (R.dev[d].ready && R.dev[d].ctx == ctx)
+            lose_device(d, gone);
+    unlock(mode);
+}
+
+/* ---- what the program asks of its allocations ---- */
+
+int lms_allocation_at(CUdeviceptr addr, lms_allocation *out)
+{
+    CUstreamCaptureMode mode = lock();
+    const lms_block *a = find_containing(addr);
+    if (a)
+        *out = (lms_allocation){ a->addr, a->size, a->device, R.dev[a->device].ctx };
+    unlock(mode);
+    return a != NULL;
+}
+
+size_t lms_allocation_bases(const uint64_t *words, size_t count, uint64_t *bases)
+{
+    size_t found = 0;
+    CUstreamCaptureMode mode = lock();
+    for (size_t i = 0; i < count; i++) {
+        const lms_block *a = words[i] ? find_containing((CUdeviceptr)words[i]) : NULL;
+        if (a)
+            bases[found++] = a->addr;
+    }
+    unlock(mode);
+    return found;
+}
+
+/* Makes a resident for good: restored if need be, the host waiting for its bytes. */
+static CUresult keep_resident(lms_block *a)
+{
+    int blind;
+    CUresult r = a->place == LMS_RESIDENT ? CUDA_SUCCESS : restore(a, 0, 0, &blind);
+    if (r == CUDA_SUCCESS && a->place != LMS_RESIDENT)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        lms_swap_wait_restored(a, NULL, 1);
+        a->retained = 1;
+    }
+    return r;
+}
+
+CUresult lms_retain_handle(CUmemGenericAllocationHandle *handle, CUdeviceptr addr)
+{
+    CUstreamCaptureMode mode = lock();
+    lms_block *a = find_containing(addr);
+    CUresult r = a ? keep_resident(a) : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && (a = find_containing(addr))) /* restore may release the lock */
+        r = lms_real.cuMemRetainAllocationHandle(handle, (void *)a->addr);
+    unlock(mode);
+    return r;
 }
 
 /* ---- start-up, fork, exit ---- */
@@ -889,6 +1365,6 @@ static void at_exit(void)
 
 void lms_residency_start(void)
 {
-    R.policy = lms_policy_create(lms_policy_names[lms_opt.POLICY.value]);
+    lms_stats_start();
     atexit(at_exit);
 }

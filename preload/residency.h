@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Once, after the options and the driver are loaded. */
 void lms_residency_start(void);
@@ -44,6 +45,7 @@ typedef struct lms_held {
     lms_block *alloc;
     int whole_write;      /* every reference to it overwrites all of it: nothing to restore */
     int restored_blind;   /* restored without its bytes, for the call to overwrite */
+    int on_host;          /* left in host memory, mapped at its address: the call uses it there */
 } lms_held;
 
 #define LMS_CALL_INLINE 32
@@ -51,6 +53,7 @@ typedef struct lms_call {
     CUstream stream;      /* where the call runs: its last-use events go there */
     int capturing;        /* the stream captures into a graph: uses go to the graph instead */
     int uses_any;         /* a launch whose parameters could not be read: it may use anything */
+    int device;           /* with uses_any, the current device: its allocations wait for it */
     const char *what;     /* the kernel's name, "memcpy" or "memset": for the trace */
     size_t ref_count, ref_cap;
     lms_ref *refs;        /* ranges and scanned words; inline_refs until it grows */
@@ -63,10 +66,11 @@ typedef struct lms_call {
 void lms_call_init(lms_call *call, CUstream stream, const char *what);
 /* Any value may be given: words that point nowhere are ignored. */
 void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_write);
-/* Makes every referenced allocation resident and pins it until lms_call_end; a call that
- * uses_any holds off every unmap until it has completed. On failure
- * (CUDA_ERROR_OUT_OF_MEMORY when nothing evictable is left) the call must not be issued;
- * lms_call_end still has to be called. */
+/* Makes every referenced allocation resident and pins it until lms_call_end; where they do not
+ * all fit on the device, some stay in host memory, mapped at their addresses (host VMM only).
+ * A call that uses_any holds off every unmap until it has completed. On failure
+ * (CUDA_ERROR_OUT_OF_MEMORY when host memory runs out, or without host VMM when nothing
+ * evictable is left) the call must not be issued; lms_call_end still has to be called. */
 CUresult lms_call_begin(lms_call *call);
 /* The driver answered the call CUDA_ERROR_OUT_OF_MEMORY (it needs memory of its own, below
  * the soft limit): frees some device memory, as for an allocation. Returns 0 when nothing is
@@ -75,6 +79,29 @@ int lms_call_make_room(void);
 /* result: the call's, or lms_call_begin's failure; unless it is CUDA_SUCCESS the call is
  * taken as not issued, and what it was to overwrite gets its bytes back. */
 void lms_call_end(lms_call *call, CUresult result);
+
+/* A context ends: about to (gone 0: its handles still work), or already (gone 1, after a
+ * primary context's last release). Where it holds a device's copy streams, the program's
+ * allocations on that device go with it, as the driver's do, and the streams are made again
+ * in the context current at the next allocation. */
+void lms_residency_context_ends(CUcontext ctx, int gone);
+
+/* A swappable allocation as the program sees it: cuMemAlloc memory of its device. */
+typedef struct lms_allocation {
+    CUdeviceptr base;
+    size_t size;          /* bytes asked for */
+    int device;
+    CUcontext ctx;        /* the device's, where liblms works */
+} lms_allocation;
+/* Whether addr lies in a live swappable allocation (described in *out). */
+int lms_allocation_at(CUdeviceptr addr, lms_allocation *out);
+/* Of count words, those that point into live swappable allocations, each replaced by the
+ * allocation's base, into bases (which may be words); returns how many. */
+size_t lms_allocation_bases(const uint64_t *words, size_t count, uint64_t *bases);
+/* cuMemRetainAllocationHandle inside a swappable allocation: the program gets its device
+ * handle (to export it, say), so from now on the allocation stays resident, and its handle is
+ * released with it, never reused for another. */
+CUresult lms_retain_handle(CUmemGenericAllocationHandle *handle, CUdeviceptr addr);
 
 /* Adds the words of a launch's parameters to the call (launch_scan.c). */
 void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **extra);

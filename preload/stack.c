@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
+#include <unistd.h>
 
 /* More distinct call sites than this means something loops over generated code paths;
  * later stacks get id 0 rather than growing without bound. */
@@ -162,4 +163,56 @@ size_t lms_stack_frame_name(uintptr_t pc, char *buf, size_t len)
     }
     if (written < 0) { buf[0] = '\0'; return 0; }
     return (size_t)written < len ? (size_t)written : len - 1;
+}
+
+typedef struct build_id_search {
+    uintptr_t bias;
+    char *hex;
+    size_t len;
+} build_id_search;
+
+static int find_build_id(struct dl_phdr_info *object, size_t size, void *data)
+{
+    (void)size;
+    build_id_search *search = data;
+    if (object->dlpi_addr != search->bias) return 0;
+    for (int i = 0; i < object->dlpi_phnum; i++) {
+        const ElfW(Phdr) *segment = &object->dlpi_phdr[i];
+        if (segment->p_type != PT_NOTE) continue;
+        const char *note = (const char *)(object->dlpi_addr + segment->p_vaddr), *end = note + segment->p_memsz;
+        while (note + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *header = (const ElfW(Nhdr) *)note;
+            const unsigned char *desc = (const unsigned char *)note + sizeof *header + ((header->n_namesz + 3) & ~3u);
+            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(header + 1, "GNU", 4) == 0 &&
+                header->n_descsz * 2 < search->len) {
+                for (size_t b = 0; b < header->n_descsz; b++) {
+                    search->hex[2 * b] = "0123456789abcdef"[desc[b] >> 4];
+                    search->hex[2 * b + 1] = "0123456789abcdef"[desc[b] & 15];
+                }
+                search->hex[2 * header->n_descsz] = '\0';
+                return 1;
+            }
+            note = (const char *)desc + ((header->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;
+}
+
+bool lms_stack_frame_object(uintptr_t pc, lms_stack_object *object)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (!dladdr1((void *)(pc - 1), &info, (void **)&map, RTLD_DL_LINKMAP) || !map) return false;
+    object->id = map;
+    object->bias = map->l_addr;
+    object->build_id[0] = '\0';
+    if (map->l_name && map->l_name[0]) {
+        snprintf(object->path, sizeof object->path, "%s", map->l_name);
+    } else {                       /* the program itself */
+        ssize_t n = readlink("/proc/self/exe", object->path, sizeof object->path - 1);
+        object->path[n > 0 ? n : 0] = '\0';
+    }
+    build_id_search search = { map->l_addr, object->build_id, sizeof object->build_id };
+    dl_iterate_phdr(find_build_id, &search);
+    return object->path[0] != '\0';
 }

@@ -7,6 +7,7 @@
 #ifndef LMS_PRELOAD_STACK_H
 #define LMS_PRELOAD_STACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,17 @@ size_t lms_stack_frames(uint32_t id, const uintptr_t **pcs);
 /* Names a frame "symbol+0x1f (libfoo.so)", or "libfoo.so+0x1234" without a symbol.
  * Always NUL-terminates; returns the length written. */
 size_t lms_stack_frame_name(uintptr_t pc, char *buf, size_t len);
+
+/* The object (the program or a library) holding a frame's code, so that a tool can read its
+ * symbols and line numbers from the file later: file addresses are pc - bias. */
+typedef struct lms_stack_object {
+    const void *id;            /* the same for every frame of one loaded object */
+    uintptr_t bias;
+    char path[4096];           /* absolute */
+    char build_id[130];        /* GNU build id in hex; "" when it has none */
+} lms_stack_object;
+/* False when pc lies in no loaded object. */
+bool lms_stack_frame_object(uintptr_t pc, lms_stack_object *object);
 
 /* Around fork (the trace's handlers): take and give back the lock of the table of stacks. */
 void lms_stack_fork_lock(void);

@@ -1,12 +1,23 @@
 #include "preload/stats.h"
 
+#include "preload/log.h"
 #include "preload/options.h"
+#include "preload/output_file.h"
+#include "preload/signals.h"
+#include "preload/trace.h"
+#include "preload/version.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-static const char *const reasons[] = { "limit", "demand", "oom-retry" };
+static const char *const reasons[] = { "limit", "demand", "prefetch", "oom-retry" };
 #define REASONS (sizeof reasons / sizeof reasons[0])
 
 static struct {
@@ -15,6 +26,7 @@ static struct {
     uint64_t evictions[REASONS];
     uint64_t bytes_out, bytes_in, restores;
     uint64_t ns_out, ns_in, stalls, stall_ns;
+    uint64_t taken_back, on_host_uses, on_host_bytes;
     size_t peak_host;
 } S;
 
@@ -57,65 +69,186 @@ void lms_stats_restored(size_t bytes_copied, uint64_t ns)
     S.ns_in += ns;
 }
 
+void lms_stats_taken_back(void) { S.taken_back++; }
+
+void lms_stats_on_host(size_t bytes)
+{
+    S.on_host_uses++;
+    S.on_host_bytes += bytes;
+}
+
 void lms_stats_stall(uint64_t ns)
 {
     S.stalls++;
     S.stall_ns += ns;
+    /* Stalls reach the trace from here, the one place that times them. */
+    uint64_t now = lms_stats_now();
+    lms_trace_stall(now - ns, now);
 }
 
+/* ---- Printing: at exit, or inside a signal handler (SIGTERM, SIGINT), so it formats into a
+ * stack buffer with integer conversions only and writes with write(2): no allocation, no
+ * stdio lock. */
+
+static struct {
+    int fd;                        /* stderr, or LMS_STATS_FILE */
+    pid_t pid;                     /* the process that started (0 before lms_stats_start): a
+                                      forked child prints nothing */
+    uint64_t start_ns;
+    _Atomic bool printed;
+} P = { .fd = STDERR_FILENO };
+
+typedef struct text {
+    char buffer[1024];
+    size_t len;
+} text;
+
+static void flush(text *t)
+{
+    for (size_t done = 0; done < t->len;) {
+        ssize_t n = write(P.fd, t->buffer + done, t->len - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    t->len = 0;
+}
+
+static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(text *t, const char *fmt, ...)
+{
+    char piece[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(piece, sizeof piece, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    size_t len = (size_t)n < sizeof piece ? (size_t)n : sizeof piece - 1;
+    if (t->len + len > sizeof t->buffer) flush(t);
+    memcpy(t->buffer + t->len, piece, len);
+    t->len += len;
+}
+
+/* x / whole in tenths, rounded (a share in per mille, a size in tenths of its unit). */
+static unsigned long long tenths(double x, double whole)
+{
+    return whole > 0 ? (unsigned long long)(x * 10.0 / whole + 0.5) : 0;
+}
+
+/* "640.0 MiB", "512 B". */
 static const char *binary(uint64_t bytes, char *buf, size_t size)
 {
     static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    double v = (double)bytes;
     size_t u = 0;
-    while (v >= 1024 && u < 4)
-        v /= 1024, u++;
-    snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+    double scale = 1;
+    while ((double)bytes >= scale * 1024 && u < 4) scale *= 1024, u++;
+    unsigned long long t = tenths((double)bytes, scale);
+    if (u) snprintf(buf, size, "%llu.%llu %s", t / 10, t % 10, units[u]);
+    else snprintf(buf, size, "%llu B", (unsigned long long)bytes);
     return buf;
 }
 
+static const char *seconds(uint64_t ns, char *buf, size_t size)
+{
+    unsigned long long ms = (ns + 500000) / 1000000;
+    snprintf(buf, size, "%llu.%03llu s", ms / 1000, ms % 1000);
+    return buf;
+}
+
+/* Bytes per second of copying, in binary units: "2.0 GiB/s"; "-" when nothing was timed. */
+static const char *bandwidth(uint64_t bytes, uint64_t ns, char *buf, size_t size)
+{
+    if (ns == 0 || bytes == 0) return snprintf(buf, size, "-"), buf;
+    char size_text[32];
+    snprintf(buf, size, "%s/s", binary((uint64_t)((double)bytes * 1e9 / (double)ns), size_text, sizeof size_text));
+    return buf;
+}
+
+static void print_json(text *t, uint64_t evictions)
+{
+    add(t, "{\"liblms\":{\"version\":\"%s\",\"allocations\":%llu,\"out_of_memory\":%llu,\"devices\":[",
+        LMS_VERSION, (unsigned long long)S.allocations, (unsigned long long)S.ooms);
+    for (int d = 0, first = 1; d < LMS_MAX_DEVICES; d++)
+        if (S.soft_limit[d]) {
+            add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu}", first ? "" : ",", d,
+                S.peak_demanded[d], S.soft_limit[d]);
+            first = 0;
+        }
+    add(t, "],\"swapped_out\":{\"count\":%llu,\"bytes\":%llu,\"ns\":%llu},", (unsigned long long)evictions,
+        (unsigned long long)S.bytes_out, (unsigned long long)S.ns_out);
+    add(t, "\"swapped_in\":{\"count\":%llu,\"bytes\":%llu,\"ns\":%llu},", (unsigned long long)S.restores,
+        (unsigned long long)S.bytes_in, (unsigned long long)S.ns_in);
+    add(t, "\"stalls\":{\"count\":%llu,\"ns\":%llu},\"taken_back\":%llu,", (unsigned long long)S.stalls,
+        (unsigned long long)S.stall_ns, (unsigned long long)S.taken_back);
+    add(t, "\"on_host\":{\"count\":%llu,\"bytes\":%llu},\"evictions\":{", (unsigned long long)S.on_host_uses,
+        (unsigned long long)S.on_host_bytes);
+    for (size_t i = 0; i < REASONS; i++)
+        add(t, "%s\"%s\":%llu", i ? "," : "", reasons[i], (unsigned long long)S.evictions[i]);
+    add(t, "},\"peak_host_pool\":%zu}}\n", S.peak_host);
+}
+
+static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
+{
+    char a[32], b[32], c[32];
+    add(t, "liblms %s statistics, run time %s\n", LMS_VERSION, seconds(run_ns, a, sizeof a));
+    add(t, "  %-28s %10llu\n", "allocations", (unsigned long long)S.allocations);
+    add(t, "  %-28s %10llu\n", "out-of-memory errors", (unsigned long long)S.ooms);
+    for (int d = 0; d < LMS_MAX_DEVICES; d++)
+        if (S.soft_limit[d]) {
+            unsigned long long share = tenths(100.0 * (double)S.peak_demanded[d], (double)S.soft_limit[d]);
+            add(t, "  device %-21d peak demanded %s of soft limit %s (%llu.%llu %%)\n", d,
+                binary(S.peak_demanded[d], a, sizeof a), binary(S.soft_limit[d], b, sizeof b), share / 10, share % 10);
+        }
+    add(t, "  %-28s %10s %11s %10s %12s\n", "", "count", "bytes", "time", "bandwidth");
+    add(t, "  %-28s %10llu %11s %10s %12s\n", "swapped out", (unsigned long long)evictions,
+        binary(S.bytes_out, a, sizeof a), seconds(S.ns_out, b, sizeof b), bandwidth(S.bytes_out, S.ns_out, c, sizeof c));
+    add(t, "  %-28s %10llu %11s %10s %12s\n", "swapped in", (unsigned long long)S.restores,
+        binary(S.bytes_in, a, sizeof a), seconds(S.ns_in, b, sizeof b), bandwidth(S.bytes_in, S.ns_in, c, sizeof c));
+    unsigned long long stalled = tenths(100.0 * (double)S.stall_ns, (double)run_ns);
+    add(t, "  %-28s %10llu %11s %10s   %llu.%llu %% of run time\n", "restore stalls", (unsigned long long)S.stalls, "",
+        seconds(S.stall_ns, a, sizeof a), stalled / 10, stalled % 10);
+    add(t, "  %-28s %10llu\n", "taken back while evicting", (unsigned long long)S.taken_back);
+    add(t, "  %-28s %10llu %11s\n", "used in host memory", (unsigned long long)S.on_host_uses,
+        binary(S.on_host_bytes, a, sizeof a));
+    for (size_t i = 0; i < REASONS; i++)
+        add(t, "  evictions (%s)%*s %10llu\n", reasons[i], (int)(16 - strlen(reasons[i])), "",
+            (unsigned long long)S.evictions[i]);
+    add(t, "  %-28s %10s %11s\n", "peak host pool", "", binary(S.peak_host, a, sizeof a));
+}
+
+static bool printing(void) { return lms_opt.STATS.value != LMS_STATS_OFF || lms_opt.STATS_FILE.text; }
+
 void lms_stats_print(void)
 {
+    if (!printing() || (P.pid && getpid() != P.pid) || atomic_exchange(&P.printed, true)) return;
     uint64_t evictions = 0;
     for (size_t i = 0; i < REASONS; i++)
         evictions += S.evictions[i];
-    if (lms_opt.STATS.value == LMS_STATS_JSON) {
-        fprintf(stderr, "{\"liblms\":{\"allocations\":%llu,\"out_of_memory\":%llu,\"devices\":[",
-                (unsigned long long)S.allocations, (unsigned long long)S.ooms);
-        for (int d = 0, first = 1; d < LMS_MAX_DEVICES; d++)
-            if (S.soft_limit[d]) {
-                fprintf(stderr, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu}",
-                        first ? "" : ",", d, S.peak_demanded[d], S.soft_limit[d]);
-                first = 0;
-            }
-        fprintf(stderr, "],\"swapped_out\":{\"count\":%llu,\"bytes\":%llu,\"ns\":%llu},"
-                        "\"swapped_in\":{\"count\":%llu,\"bytes\":%llu,\"ns\":%llu},"
-                        "\"stalls\":{\"count\":%llu,\"ns\":%llu},\"evictions\":{",
-                (unsigned long long)evictions, (unsigned long long)S.bytes_out,
-                (unsigned long long)S.ns_out, (unsigned long long)S.restores,
-                (unsigned long long)S.bytes_in, (unsigned long long)S.ns_in,
-                (unsigned long long)S.stalls, (unsigned long long)S.stall_ns);
-        for (size_t i = 0; i < REASONS; i++)
-            fprintf(stderr, "%s\"%s\":%llu", i ? "," : "", reasons[i], (unsigned long long)S.evictions[i]);
-        fprintf(stderr, "},\"peak_host_pool\":%zu}}\n", S.peak_host);
-    } else if (lms_opt.STATS.value == LMS_STATS_TABLE) {
-        char a[32], b[32];
-        fprintf(stderr, "liblms statistics\n");
-        fprintf(stderr, "  %-28s %llu\n", "allocations", (unsigned long long)S.allocations);
-        fprintf(stderr, "  %-28s %llu\n", "out-of-memory errors", (unsigned long long)S.ooms);
-        for (int d = 0; d < LMS_MAX_DEVICES; d++)
-            if (S.soft_limit[d])
-                fprintf(stderr, "  device %-21d peak demanded %s of soft limit %s\n", d,
-                        binary(S.peak_demanded[d], a, sizeof a), binary(S.soft_limit[d], b, sizeof b));
-        fprintf(stderr, "  %-28s %llu, %s, %.3f s\n", "swapped out", (unsigned long long)evictions,
-                binary(S.bytes_out, a, sizeof a), (double)S.ns_out / 1e9);
-        fprintf(stderr, "  %-28s %llu, %s, %.3f s\n", "swapped in", (unsigned long long)S.restores,
-                binary(S.bytes_in, a, sizeof a), (double)S.ns_in / 1e9);
-        fprintf(stderr, "  %-28s %llu, %.3f s\n", "restore stalls", (unsigned long long)S.stalls,
-                (double)S.stall_ns / 1e9);
-        for (size_t i = 0; i < REASONS; i++)
-            fprintf(stderr, "  evictions (%s)%*s %llu\n", reasons[i], (int)(16 - strlen(reasons[i])), "",
-                    (unsigned long long)S.evictions[i]);
-        fprintf(stderr, "  %-28s %s\n", "peak host pool", binary(S.peak_host, a, sizeof a));
+    text t = { .len = 0 };
+    if (lms_opt.STATS.value == LMS_STATS_JSON) print_json(&t, evictions);
+    else print_table(&t, evictions, lms_stats_now() - P.start_ns);
+    flush(&t);
+}
+
+static void print_on_signal(int signal_number)
+{
+    (void)signal_number;
+    lms_stats_print();
+}
+
+void lms_stats_start(void)
+{
+    P.pid = getpid();
+    P.start_ns = lms_stats_now();
+    if (!printing()) return;
+    if (lms_opt.STATS_FILE.text) {
+        char err[512];
+        P.fd = lms_output_file_create("LMS_STATS_FILE", lms_opt.STATS_FILE.text, 0666, err, sizeof err);
+        if (P.fd < 0) {
+            lms_log(LMS_LOG_ERROR, -1, "%s", err);
+            _exit(2);
+        }
     }
+    static const int signals[] = { SIGTERM, SIGINT };
+    lms_signals_at_death(print_on_signal, signals, sizeof signals / sizeof *signals);
 }

@@ -1,4 +1,4 @@
-/* Exit statistics (LMS_STATS): counters the residency manager bumps under its lock. */
+/* Exit statistics (LMS_STATS, LMS_STATS_FILE): counters the residency manager bumps under its lock. */
 #ifndef LMS_PRELOAD_STATS_H
 #define LMS_PRELOAD_STATS_H
 
@@ -9,12 +9,22 @@ uint64_t lms_stats_now(void); /* monotonic nanoseconds */
 void lms_stats_alloc(void);
 void lms_stats_demanded(int device, size_t demanded, size_t soft_limit);
 void lms_stats_host(size_t host_bytes);
-/* reason: "limit" (an allocation), "demand" (a call's restore), "oom-retry" (the driver). */
+/* reason: "limit" (an allocation), "demand" (a call's restore), "prefetch" (room for restoring
+ * ahead of need), "oom-retry" (the driver). */
 void lms_stats_evicted(const char *reason, size_t bytes, uint64_t ns);
 void lms_stats_restored(size_t bytes_copied, uint64_t ns);
+/* An eviction was taken back before it finished (its bytes still on the device): no restore. */
+void lms_stats_taken_back(void);
+/* A call used an allocation of `bytes` in host memory (it did not fit on the device). */
+void lms_stats_on_host(size_t bytes);
 void lms_stats_stall(uint64_t ns);
 void lms_stats_oom(void);
-/* Prints them on stderr as LMS_STATS asks (nothing for off). */
+/* At start-up: starts the run's clock, creates LMS_STATS_FILE (a file that cannot be created
+ * ends the process with status 2 and one line naming it), and prints the statistics when the
+ * process dies by SIGTERM or SIGINT. */
+void lms_stats_start(void);
+/* Prints them as LMS_STATS asks, on stderr or into LMS_STATS_FILE: once, and only in the
+ * process that started (a forked child prints none). Async-signal-safe. */
 void lms_stats_print(void);
 
 #endif

@@ -9,11 +9,12 @@
 
 struct lms_backing {
     size_t bytes;
-    int device;                          /* whose copy stream reads and writes it */
-    CUstream copy_stream;
+    int device;
     CUmemGenericAllocationHandle handle; /* host VMM */
     CUdeviceptr stage;                   /* host VMM: its own mapping, for copies */
     void *pinned;                        /* without host VMM */
+    CUevent done;                        /* recorded after the last copy that reads or writes it */
+    CUstream last;                       /* the stream of that copy */
     lms_backing *next;                   /* in the pool */
 };
 
@@ -24,13 +25,81 @@ static size_t in_use, pooled, coming;
 
 size_t lms_swap_host_bytes(void) { return in_use + pooled; }
 
+/* Whatever fails, work queued on stream no longer runs when this returns. */
+static void drain(CUstream stream)
+{
+    if (lms_real.cuStreamSynchronize(stream) != CUDA_SUCCESS)
+        lms_real.cuCtxSynchronize();
+}
+
+/* Waits for the work before event's last record. A failed wait is no proof that the work is
+ * done: then the context is drained instead. */
+static void wait_event(CUevent event)
+{
+    if (lms_real.cuEventSynchronize(event) != CUDA_SUCCESS)
+        lms_real.cuCtxSynchronize();
+}
+
+/* Records *event (made on first use) on stream. */
+static CUresult record(CUevent *event, CUstream stream)
+{
+    if (!*event) {
+        CUresult r = lms_real.cuEventCreate(event, CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            *event = NULL;
+            return r;
+        }
+    }
+    return lms_real.cuEventRecord(*event, stream);
+}
+
+/* ---- copy streams ---- */
+
+CUresult lms_swap_streams_create(lms_device *dev)
+{
+    CUresult r = lms_real.cuCtxGetCurrent(&dev->ctx);
+    if (r == CUDA_SUCCESS)
+        r = lms_real.cuStreamCreate(&dev->copy_in, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS && (r = lms_real.cuStreamCreate(&dev->copy_out, CU_STREAM_NON_BLOCKING)))
+        lms_real.cuStreamDestroy_v2(dev->copy_in);
+    if (r != CUDA_SUCCESS)
+        dev->copy_in = dev->copy_out = NULL;
+    return r;
+}
+
+void lms_swap_streams_destroy(lms_device *dev, int gone)
+{
+    if (!gone && dev->copy_in) {
+        lms_real.cuStreamDestroy_v2(dev->copy_in);
+        lms_real.cuStreamDestroy_v2(dev->copy_out);
+    }
+    dev->copy_in = dev->copy_out = NULL;
+    dev->ctx = NULL;
+}
+
+/* Read/write access for the device and for every device that can reach it as a peer, as
+ * cuMemAlloc memory is reachable from peers. Returns how many descriptors. */
+static unsigned access_of(int device, CUmemAccessDesc *access)
+{
+    int count = 0, can;
+    unsigned n = 0;
+    access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    if (lms_real.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        count = 0;
+    for (int d = 0; d < count && d < LMS_MAX_DEVICES; d++)
+        if (d != device && lms_real.cuDeviceCanAccessPeer(&can, d, device) == CUDA_SUCCESS && can)
+            access[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, d },
+                                             CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    return n;
+}
+
 CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHandle handle, int device)
 {
     CUresult r = lms_real.cuMemMap(addr, bytes, 0, handle, 0);
     if (r != CUDA_SUCCESS)
         return r;
-    CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    r = lms_real.cuMemSetAccess(addr, bytes, &access, 1);
+    CUmemAccessDesc access[LMS_MAX_DEVICES];
+    r = lms_real.cuMemSetAccess(addr, bytes, access, access_of(device, access));
     if (r != CUDA_SUCCESS)
         lms_real.cuMemUnmap(addr, bytes);
     return r;
@@ -88,11 +157,13 @@ static CUresult create_backing(lms_device *dev, int d, lms_backing *b)
     return r;
 }
 
-/* A restore may still read it on its copy stream: the memory goes only after that. */
+/* A copy may still read or write it: the memory goes only after that. */
 static void release_backing(lms_backing *b)
 {
-    if (lms_real.cuStreamSynchronize(b->copy_stream) != CUDA_SUCCESS)
-        lms_real.cuCtxSynchronize();
+    if (b->done) {
+        wait_event(b->done);
+        lms_real.cuEventDestroy_v2(b->done);
+    }
     if (b->pinned) {
         lms_real.cuMemFreeHost(b->pinned);
     } else {
@@ -114,7 +185,7 @@ CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_
     lms_backing *b = calloc(1, sizeof *b);
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *b = (lms_backing){ .bytes = bytes, .device = device, .copy_stream = dev->copy_stream };
+    *b = (lms_backing){ .bytes = bytes, .device = device };
     CUresult r = create_backing(dev, device, b);
     if (r != CUDA_SUCCESS) {
         free(b);
@@ -135,6 +206,18 @@ void lms_swap_backing_add(size_t bytes, lms_backing *b)
     }
 }
 
+void lms_swap_backing_drop_events(int device, int gone)
+{
+    for (lms_backing *b = pool; b; b = b->next)
+        if (b->device == device && b->done) {
+            if (!gone) {
+                wait_event(b->done);
+                lms_real.cuEventDestroy_v2(b->done);
+            }
+            b->done = NULL;
+        }
+}
+
 /* Takes a piece of the pool for an eviction. */
 static lms_backing *backing_take(int device, size_t bytes)
 {
@@ -149,8 +232,8 @@ static lms_backing *backing_take(int device, size_t bytes)
     return NULL;
 }
 
-/* Back to the pool. A copy that still reads it runs on the copy stream, before any copy
- * that a later eviction puts into it. */
+/* Back to the pool. A copy that still reads or writes it is ordered before the next one
+ * through its done event. */
 static void backing_put(lms_backing *b)
 {
     b->next = pool;
@@ -161,31 +244,34 @@ static void backing_put(lms_backing *b)
 
 /* ---- last uses ---- */
 
+/* Which stream a handle names for the calling thread: every thread's per-thread default
+ * stream is CU_STREAM_PER_THREAD, every context's legacy stream NULL. Ids are unique for the
+ * process's life; a stream without one is known by its handle. */
+static unsigned long long stream_id(CUstream stream)
+{
+    unsigned long long id;
+    return lms_real.cuStreamGetId && lms_real.cuStreamGetId(stream, &id) == CUDA_SUCCESS ? id
+                                                                                     : (uintptr_t)stream;
+}
+
 void lms_swap_record_use(lms_uses *uses, CUstream stream)
 {
     lms_last_use *slot = NULL;
+    unsigned long long id = stream_id(stream);
     for (int i = 0; i < LMS_MAX_USES && !slot; i++)
-        if (uses->slot[i].active && uses->slot[i].stream == stream)
+        if (uses->slot[i].active && uses->slot[i].stream_id == id)
             slot = &uses->slot[i];
     for (int i = 0; i < LMS_MAX_USES && !slot; i++)
         if (!uses->slot[i].active || lms_real.cuEventQuery(uses->slot[i].event) == CUDA_SUCCESS)
             slot = &uses->slot[i];
     if (!slot) { /* every slot busy on another stream: wait for the first */
         slot = &uses->slot[0];
-        lms_real.cuEventSynchronize(slot->event);
+        wait_event(slot->event);
     }
-    if (!slot->event && lms_real.cuEventCreate(&slot->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-        /* Nothing to wait for later: wait for the stream now. */
-        slot->event = NULL;
-        slot->active = 0;
-        if (lms_real.cuStreamSynchronize(stream) != CUDA_SUCCESS)
-            lms_real.cuCtxSynchronize();
-        return;
-    }
-    slot->stream = stream;
-    slot->active = lms_real.cuEventRecord(slot->event, stream) == CUDA_SUCCESS;
-    if (!slot->active && lms_real.cuStreamSynchronize(stream) != CUDA_SUCCESS)
-        lms_real.cuCtxSynchronize();
+    slot->stream_id = id;
+    slot->active = record(&slot->event, stream) == CUDA_SUCCESS;
+    if (!slot->active) /* nothing to wait for later: wait for the stream now */
+        drain(stream);
 }
 
 int lms_swap_uses_done(lms_uses *uses, int wait)
@@ -194,51 +280,56 @@ int lms_swap_uses_done(lms_uses *uses, int wait)
         lms_last_use *use = &uses->slot[i];
         if (!use->active)
             continue;
-        CUresult r = wait ? lms_real.cuEventSynchronize(use->event) : lms_real.cuEventQuery(use->event);
-        if (r == CUDA_ERROR_NOT_READY)
+        if (wait)
+            wait_event(use->event);
+        else if (lms_real.cuEventQuery(use->event) == CUDA_ERROR_NOT_READY)
             return 0;
         use->active = 0; /* done, or failed: an error there is the program's to see */
     }
     return 1;
 }
 
-/* ---- copies ---- */
-
-/* One copy on the copy stream, waited for. Whatever fails, the copy no longer runs when this
- * returns: the caller unmaps one side next. */
-static CUresult copy_and_wait(lms_device *dev, CUdeviceptr dst_dev, void *dst_host, CUdeviceptr src_dev,
-                              size_t bytes)
+void lms_swap_uses_clear(lms_uses *uses, int gone)
 {
-    CUresult r = dst_host ? lms_real.cuMemcpyDtoHAsync_v2(dst_host, src_dev, bytes, dev->copy_stream)
-                          : lms_real.cuMemcpyDtoDAsync_v2(dst_dev, src_dev, bytes, dev->copy_stream);
-    if (r == CUDA_SUCCESS)
-        r = lms_real.cuEventRecord(dev->copy_done, dev->copy_stream);
-    if (r == CUDA_SUCCESS)
-        r = lms_real.cuEventSynchronize(dev->copy_done);
-    if (r != CUDA_SUCCESS && lms_real.cuStreamSynchronize(dev->copy_stream) != CUDA_SUCCESS)
-        lms_real.cuCtxSynchronize();
+    for (int i = 0; i < LMS_MAX_USES; i++) {
+        if (uses->slot[i].event && !gone)
+            lms_real.cuEventDestroy_v2(uses->slot[i].event);
+        uses->slot[i] = (lms_last_use){ 0 };
+    }
+}
+
+/* Makes stream wait for every last use. */
+static CUresult wait_uses(CUstream stream, const lms_uses *uses)
+{
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < LMS_MAX_USES && r == CUDA_SUCCESS; i++)
+        if (uses->slot[i].active)
+            r = lms_real.cuStreamWaitEvent(stream, uses->slot[i].event, 0);
     return r;
 }
 
-/* Queues the copy of a's bytes from its backing into its device handle on the copy stream,
- * and records a->restored after it, for the calls that use a to wait on their streams. */
+/* ---- copies ---- */
+
+/* Queues the copy of a's bytes from its backing into its device handle on the copy-in
+ * stream, and records a->restored after it, for the calls that use a to wait on their
+ * streams, and the backing's done event. */
 static CUresult copy_in(lms_device *dev, lms_block *a)
 {
-    CUresult r = a->back->pinned
-                     ? lms_real.cuMemcpyHtoDAsync_v2(a->addr, a->back->pinned, a->size, dev->copy_stream)
-                     : lms_real.cuMemcpyDtoDAsync_v2(a->addr, a->back->stage, a->size, dev->copy_stream);
+    lms_backing *b = a->back;
+    CUresult r = b->pinned ? lms_real.cuMemcpyHtoDAsync_v2(a->addr, b->pinned, a->size, dev->copy_in)
+                           : lms_real.cuMemcpyDtoDAsync_v2(a->addr, b->stage, a->size, dev->copy_in);
     if (r != CUDA_SUCCESS)
         return r;
-    if ((a->restored || lms_real.cuEventCreate(&a->restored, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) &&
-        lms_real.cuEventRecord(a->restored, dev->copy_stream) == CUDA_SUCCESS) {
-        a->restore_pending = 1;
-        return CUDA_SUCCESS;
-    }
-    /* No event to order the calls after the copy: the host waits for it instead. */
-    r = lms_real.cuStreamSynchronize(dev->copy_stream);
-    if (r != CUDA_SUCCESS)
-        lms_real.cuCtxSynchronize();
-    return r;
+    b->last = dev->copy_in;
+    a->restore_pending = record(&a->restored, dev->copy_in) == CUDA_SUCCESS;
+    /* Without an event to order the calls, or the next copy into the backing, after the
+     * copy, the host waits for it now. */
+    if (!a->restore_pending || record(&b->done, dev->copy_in) != CUDA_SUCCESS)
+        drain(dev->copy_in);
+    /* The copy uses a like any call: an eviction's copy or an unmap (a release, say) of one
+     * brought back ahead of need and not used since waits for it too. */
+    lms_swap_record_use(&a->uses, dev->copy_in);
+    return CUDA_SUCCESS;
 }
 
 void lms_swap_wait_restored(lms_block *a, CUstream stream, int capturing)
@@ -251,73 +342,104 @@ void lms_swap_wait_restored(lms_block *a, CUstream stream, int capturing)
         a->restore_pending = 0;
 }
 
-/* ---- out and in ---- */
+/* ---- out ---- */
 
-CUresult lms_swap_out(lms_device *dev, lms_block *a)
+CUresult lms_swap_out_begin(lms_device *dev, lms_block *a, lms_uses *unscanned)
 {
     lms_backing *b = backing_take(a->device, a->padded);
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = CUDA_SUCCESS;
-    /* The copy waits, on the copy stream, for the last use on every stream. */
-    for (int i = 0; i < LMS_MAX_USES && r == CUDA_SUCCESS; i++)
-        if (a->uses.slot[i].active)
-            r = lms_real.cuStreamWaitEvent(dev->copy_stream, a->uses.slot[i].event, 0);
+    /* The copy waits for the last use on every stream, and for a restore still reading the
+     * piece on the copy-in stream. */
+    CUresult r = wait_uses(dev->copy_out, &a->uses);
+    if (r == CUDA_SUCCESS)
+        r = wait_uses(dev->copy_out, unscanned);
+    if (r == CUDA_SUCCESS && b->done && b->last != dev->copy_out)
+        r = lms_real.cuStreamWaitEvent(dev->copy_out, b->done, 0);
     if (r == CUDA_SUCCESS) {
         uint64_t range = lms_trace_range_begin(LMS_SWAP_OUT, a->size);
-        r = copy_and_wait(dev, b->stage, b->pinned, a->addr, a->size);
+        r = b->pinned ? lms_real.cuMemcpyDtoHAsync_v2(b->pinned, a->addr, a->size, dev->copy_out)
+                      : lms_real.cuMemcpyDtoDAsync_v2(b->stage, a->addr, a->size, dev->copy_out);
         lms_trace_range_end(range);
+        if (r == CUDA_SUCCESS && record(&b->done, dev->copy_out) != CUDA_SUCCESS)
+            drain(dev->copy_out); /* nothing to know its end by: the host waits for it now */
     }
-    /* Only now that the copy has completed (and with it every last use) may the handle go. */
-    if (r == CUDA_SUCCESS)
-        r = lms_real.cuMemUnmap(a->addr, a->padded);
-    if (r == CUDA_SUCCESS && dev->host_vmm &&
-        (r = lms_swap_map(a->addr, a->padded, b->handle, a->device)) != CUDA_SUCCESS &&
-        lms_swap_map(a->addr, a->padded, a->dev_handle, a->device) != CUDA_SUCCESS)
-        lms_log(LMS_LOG_ERROR, a->device, "cannot remap 0x%llx after a failed eviction",
-                (unsigned long long)a->addr);
     if (r != CUDA_SUCCESS) {
         backing_put(b);
         return r;
     }
-    for (int i = 0; i < LMS_MAX_USES; i++)
-        a->uses.slot[i].active = 0;
+    b->last = dev->copy_out;
     a->back = b;
-    a->resident = 0;
     return CUDA_SUCCESS;
 }
 
-/* Maps the backing back at the allocation's address, after a failed restore. */
-static void remap_backing(lms_device *dev, lms_block *a)
+int lms_swap_out_done(const lms_block *a, int wait)
 {
-    if (dev->host_vmm && lms_swap_map(a->addr, a->padded, a->back->handle, a->device) != CUDA_SUCCESS)
-        lms_log(LMS_LOG_ERROR, a->device, "cannot remap 0x%llx after a failed restore",
-                (unsigned long long)a->addr);
+    const lms_backing *b = a->back;
+    if (!b->done)
+        return 1;
+    if (wait)
+        wait_event(b->done);
+    else if (lms_real.cuEventQuery(b->done) == CUDA_ERROR_NOT_READY)
+        return 0;
+    return 1;
 }
+
+CUresult lms_swap_out_finish(lms_block *a)
+{
+    CUresult r = lms_real.cuMemUnmap(a->addr, a->padded);
+    if (r == CUDA_SUCCESS)
+        for (int i = 0; i < LMS_MAX_USES; i++)
+            a->uses.slot[i].active = 0; /* the copy out waited for them */
+    return r;
+}
+
+void lms_swap_backing_take(lms_block *a)
+{
+    a->back = backing_take(a->device, a->padded);
+}
+
+void lms_swap_backing_give_back(lms_block *a)
+{
+    backing_put(a->back);
+    a->back = NULL;
+}
+
+CUresult lms_swap_map_host(lms_block *a)
+{
+    CUresult r = lms_swap_map(a->addr, a->padded, a->back->handle, a->device);
+    a->host_mapped = r == CUDA_SUCCESS;
+    return r;
+}
+
+/* ---- in ---- */
 
 CUresult lms_swap_in(lms_device *dev, lms_block *a, CUmemGenericAllocationHandle h, int whole_write)
 {
     /* The device handle takes the address; the bytes come from the backing's own mapping. */
-    CUresult r = dev->host_vmm ? lms_real.cuMemUnmap(a->addr, a->padded) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS && (r = lms_swap_map(a->addr, a->padded, h, a->device)) != CUDA_SUCCESS)
-        remap_backing(dev, a);
-    if (r == CUDA_SUCCESS && !whole_write) {
+    int was_mapped = a->host_mapped;
+    CUresult r = was_mapped ? lms_real.cuMemUnmap(a->addr, a->padded) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r;
+    a->host_mapped = 0;
+    if ((r = lms_swap_map(a->addr, a->padded, h, a->device)) == CUDA_SUCCESS && !whole_write) {
         uint64_t range = lms_trace_range_begin(LMS_SWAP_IN, a->size);
         r = copy_in(dev, a);
         lms_trace_range_end(range);
-        if (r != CUDA_SUCCESS) {
+        if (r != CUDA_SUCCESS)
             lms_real.cuMemUnmap(a->addr, a->padded);
-            remap_backing(dev, a);
-        }
     }
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+        if (was_mapped && lms_swap_map_host(a) != CUDA_SUCCESS)
+            lms_log(LMS_LOG_ERROR, a->device, "cannot remap 0x%llx after a failed restore",
+                    (unsigned long long)a->addr);
         return r;
+    }
     if (!whole_write) {
         backing_put(a->back);
         a->back = NULL;
     }
     a->dev_handle = h;
-    a->resident = 1;
     return CUDA_SUCCESS;
 }
 
@@ -331,15 +453,14 @@ void lms_swap_settle(lms_device *dev, lms_block *a, int issued)
     a->back = NULL;
 }
 
-void lms_swap_release(lms_block *a)
+void lms_swap_release(lms_block *a, int gone)
 {
-    lms_real.cuMemUnmap(a->addr, a->padded);
+    if (a->place != LMS_EVICTED || a->host_mapped)
+        lms_real.cuMemUnmap(a->addr, a->padded);
     if (a->back)
         backing_put(a->back);
     lms_real.cuMemAddressFree(a->addr, a->padded);
-    if (a->restored)
+    if (a->restored && !gone)
         lms_real.cuEventDestroy_v2(a->restored);
-    for (int i = 0; i < LMS_MAX_USES; i++)
-        if (a->uses.slot[i].event)
-            lms_real.cuEventDestroy_v2(a->uses.slot[i].event);
+    lms_swap_uses_clear(&a->uses, gone);
 }

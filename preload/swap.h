@@ -3,14 +3,22 @@
  * residency manager decides what moves, keeps the books, and holds its lock around every
  * call here but lms_swap_backing_create.
  *
+ * Each device has two copy streams, one per direction, so that evictions, restores and the
+ * program's kernels overlap. An eviction is queued, not waited for: its copy out waits on
+ * the copy-out stream for the allocation's last uses, and the device handle is unmapped
+ * only once that copy has completed (lms_swap_out_done, then lms_swap_out_finish): the
+ * driver does not order an unmap after queued work.
+ *
  * Host backing is host-located physical memory (cuMemCreate with a HOST location) where the
  * device supports host VMM: each piece stays mapped at an address of its own (its stage) for
- * the copies, and is mapped at the evicted allocation's address too, so a kernel that uses
- * the allocation behind liblms's back reads and writes the right bytes over PCIe. Without
- * host VMM it is a pinned buffer and an evicted allocation's address is left unmapped. */
+ * the copies, and can be mapped at the evicted allocation's address too, so that a kernel
+ * reads and writes it there over PCIe: a kernel that uses the allocation behind liblms's
+ * back, or a call whose allocations do not all fit on the device. Without host VMM it is a
+ * pinned buffer and an evicted allocation's address is left unmapped. */
 #ifndef LMS_PRELOAD_SWAP_H
 #define LMS_PRELOAD_SWAP_H
 
+#include "policy/policy.h"
 #include "preload/residency.h"
 
 #include <cuda.h>
@@ -22,7 +30,7 @@
 typedef struct lms_backing lms_backing;
 
 typedef struct lms_last_use {
-    CUstream stream;
+    unsigned long long stream_id; /* cuStreamGetId's: per-thread default streams share a handle */
     CUevent event;   /* created on first use of the slot, kept for reuse */
     int active;
 } lms_last_use;
@@ -32,21 +40,32 @@ typedef struct lms_uses {
     lms_last_use slot[LMS_MAX_USES];
 } lms_uses;
 
+typedef enum lms_place {
+    LMS_RESIDENT,  /* its device handle is mapped at its address and holds its bytes */
+    LMS_EVICTING,  /* likewise, while its copy out is queued: a call may take it back at once */
+    LMS_EVICTED,   /* its bytes are in its backing; no device memory */
+} lms_place;
+
 /* One swappable allocation. */
 struct lms_block {
     CUdeviceptr addr;       /* start of its reserved range: the pointer the program holds */
     size_t size;            /* bytes asked for */
     size_t padded;          /* size rounded up to the granularity: its physical handle */
     int device;
-    int resident;
-    int pins;               /* calls in flight that need it resident */
-    CUmemGenericAllocationHandle dev_handle; /* when resident */
-    lms_backing *back;      /* when evicted; and when restored without its bytes, until settled */
+    lms_place place;
+    int host_mapped;        /* its backing is mapped at addr (evicted only) */
+    int freed;              /* the program freed it: it waits on the pending list */
+    int pins;               /* calls in flight that hold it where it is */
+    int retained;           /* the program retained its handle: resident for good */
+    CUmemGenericAllocationHandle dev_handle; /* resident or evicting */
+    lms_backing *back;      /* evicting and evicted; restored without its bytes, until settled */
     lms_uses uses;
-    CUevent restored;       /* recorded after its restore copy, on the copy stream */
+    CUevent restored;       /* recorded after its restore copy, on the copy-in stream */
     int restore_pending;    /* calls on any stream must wait for that event */
-    lms_block *next_pending; /* freed, waiting for its last uses */
-    uint64_t created_ns, last_use_ns;
+    lms_block *next_evicting; /* the device's evictions in flight, in the order queued */
+    lms_block *next_pending;  /* freed, waiting for its last uses */
+    lms_block *next_to_map;   /* evicted, its backing to be mapped at its address */
+    uint64_t created_ns, last_use_ns, evict_start_ns;
     uint32_t stack;         /* the trace's id of the allocating call stack */
 };
 
@@ -61,14 +80,25 @@ typedef struct lms_device {
     int ready;
     size_t total, soft_limit, granularity;
     int host_vmm;
-    CUstream copy_stream;   /* every swap copy of the device, in order */
-    CUevent copy_done;
+    CUcontext ctx;          /* where its copy streams and liblms's events live */
+    CUstream copy_in;       /* restores, in the order queued */
+    CUstream copy_out;      /* evictions, in the order queued */
     size_t resident;        /* device bytes in use: swappable handles, small and own allocations */
+    size_t plain;           /* of which small allocations and the program's own VMM handles */
     size_t spare;           /* device bytes in spare handles, kept for reuse */
     lms_spare_handle *spares;
+    lms_block *evicting, *evicting_last; /* evictions in flight, oldest first */
+    size_t evicting_bytes;  /* their handles' bytes, counted in resident until finished */
+    lms_uses unscanned;     /* launches that may use any allocation (their parameters unread) */
+    lms_policy *policy;     /* what to evict, and what to bring back ahead of need */
     size_t demanded;        /* bytes the program holds, resident or not */
     size_t live;            /* allocations the program holds */
 } lms_device;
+
+/* The device's copy streams, in the current context (dev->ctx). */
+CUresult lms_swap_streams_create(lms_device *dev);
+/* Destroys them; with gone, the context has died with them: their handles are only forgotten. */
+void lms_swap_streams_destroy(lms_device *dev, int gone);
 
 /* Maps a physical handle at addr with read/write access for the device. */
 CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHandle handle, int device);
@@ -87,16 +117,32 @@ CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_
                                  lms_backing **out);
 /* Puts what create made (if anything) into the pool; the bytes are no longer coming. */
 void lms_swap_backing_add(size_t bytes, lms_backing *b);
+/* A piece of the pool for a (there must be one: lms_swap_has_backing), as a->back. */
+void lms_swap_backing_take(lms_block *a);
+/* a's piece goes back to the pool. A copy still queued with it is ordered before the next. */
+void lms_swap_backing_give_back(lms_block *a);
+/* The device's context ends: the events of its pooled pieces go (with gone, they went with
+ * it; else once their copies are done). Every piece must be in the pool. */
+void lms_swap_backing_drop_events(int device, int gone);
 
-/* Copies a resident allocation out, after its last uses, into a piece of the pool (out of
- * memory when there is none: see lms_swap_has_backing), and unmaps its device handle, which
- * the caller keeps or releases (a->back holds the bytes). On failure it is still resident
- * and intact. */
-CUresult lms_swap_out(lms_device *dev, lms_block *a);
+/* Queues the copy of a resident allocation into a piece of the pool (out of memory when there
+ * is none: see lms_swap_has_backing) on the copy-out stream, after its last uses and those of
+ * `unscanned`. a->back then holds the piece; a keeps its device handle, mapped. On failure
+ * nothing is queued and a is as it was. */
+CUresult lms_swap_out_begin(lms_device *dev, lms_block *a, lms_uses *unscanned);
+/* Whether a's copy out has completed; with wait, waits for it first. */
+int lms_swap_out_done(const lms_block *a, int wait);
+/* After the copy out has completed: unmaps the device handle (the caller keeps or releases
+ * it). On failure a is still mapped. */
+CUresult lms_swap_out_finish(lms_block *a);
+
+/* Maps an evicted allocation's backing at its address, for a call to use it there. */
+CUresult lms_swap_map_host(lms_block *a);
 /* Maps device handle h at an evicted allocation's address and queues the copy of its bytes
- * in. The calls that use it must then lms_swap_wait_restored. With whole_write (the call
- * overwrites every byte) nothing is copied and a keeps its backing until lms_swap_settle.
- * On failure it is still evicted and intact; h is the caller's. */
+ * in on the copy-in stream. Queued work must no longer use its backing at its address (its
+ * last uses done). The calls that use it must then lms_swap_wait_restored. With whole_write
+ * (the call overwrites every byte) nothing is copied and a keeps its backing until
+ * lms_swap_settle. On failure it is still evicted and intact; h is the caller's. */
 CUresult lms_swap_in(lms_device *dev, lms_block *a, CUmemGenericAllocationHandle h, int whole_write);
 /* After the call for which a was restored with whole_write: when that call was not issued,
  * queues the copy of a's bytes in after all, as lms_swap_in would have. Either way the
@@ -109,11 +155,13 @@ void lms_swap_wait_restored(lms_block *a, CUstream stream, int capturing);
 void lms_swap_record_use(lms_uses *uses, CUstream stream);
 /* Whether every last use is done; with wait, waits for them first. */
 int lms_swap_uses_done(lms_uses *uses, int wait);
+/* Destroys the events; with gone, their context has died: they are only forgotten. */
+void lms_swap_uses_clear(lms_uses *uses, int gone);
 
-/* Gives back what a freed allocation holds: its mapping, backing, address range and events;
- * not a itself, nor its device handle when resident (unmapped then, for the caller). Its last
- * uses must be done. */
-void lms_swap_release(lms_block *a);
+/* Gives back what a freed allocation holds: its mapping, backing, address range and events
+ * (only forgotten with gone: their context died); not a itself, nor its device handle when
+ * it has one (unmapped then, for the caller). Its last uses must be done, and its copy out. */
+void lms_swap_release(lms_block *a, int gone);
 
 /* Bytes of host backing, in use or pooled. */
 size_t lms_swap_host_bytes(void);

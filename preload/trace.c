@@ -1,19 +1,21 @@
 /* The trace writer: Chrome Trace Event JSON, streamed through one bounded buffer.
  *
- * File layout (docs/trace-format.md):
- *   {"otherData":{settings},"displayTimeUnit":"ms","traceEvents":[
- *   {first metadata event}
+ * File layout (docs/trace-format.md): the array form, which viewers read even when the
+ * process was killed before writing its end:
+ *   [{"ph":"M","name":"lms.settings",...}
  *   ,{event}                       one per line, each starting with its comma
  *   ,{"name":"lms.trace_end",...}
- *   ]}
+ *   ]
  * Events are formatted straight into the buffer by the small writers below, which neither
- * allocate nor take locks, so the footer can be written from a signal handler. */
+ * allocate nor take locks, so the end can be written from a signal handler. */
 #include "preload/trace.h"
 
+#include "preload/output_file.h"
+#include "preload/signals.h"
 #include "preload/stack.h"
+#include "preload/version.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <nvToolsExt.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -28,10 +30,11 @@
 #define MAX_EVENT (56u << 10)      /* an event never needs more; larger ones are dropped */
 #define MAX_USES 2000              /* addresses listed per launch; the rest are counted */
 #define FRAME_NAME_MAX 160
-#define END_RESERVE 1024           /* room kept under max_bytes for the marker and footer */
+#define END_RESERVE 1024           /* room kept under max_bytes for the marker and the end */
 
 /* Tracks (Chrome "tid"s) of their own, so that viewers draw one row per kind of event. */
 #define TRACK_PROCESS 1           /* launches, dumps and the trace's own markers */
+#define TRACK_STALLS 2            /* calls waiting for restores */
 enum { TRACK_ALLOCS, TRACK_SWAP_OUT, TRACK_SWAP_IN };
 #define DEVICE_TRACK(dev, kind) (8 + 8 * (uint64_t)(dev) + (kind))
 
@@ -218,7 +221,7 @@ static void put_end_event(out *o, int signal_number, uint64_t ns)
     put_u64(o, trace.events);
     put(o, trace.truncated ? ",\"truncated\":true" : ",\"truncated\":false");
     put_arg_u64(o, "signal", (uint64_t)signal_number);
-    put(o, "}}\n]}\n");
+    put(o, "}}\n]\n");
 }
 
 /* Adds the event formatted in `o` (from event_out), unless it would pass max_bytes: then a
@@ -284,8 +287,12 @@ static void write_header(const lms_trace_config *cfg)
         if (fgets(program, sizeof program, comm)) program[strcspn(program, "\n")] = '\0';
         fclose(comm);
     }
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
     out o = { .p = trace.buffer, .cap = MAX_EVENT };
-    put(&o, "{\"otherData\":{\"format\":\"liblms-trace\",\"version\":1,\"program\":");
+    put(&o, "[{\"ph\":\"M\",\"name\":\"lms.settings\",\"pid\":");
+    put_u64(&o, (uint64_t)trace.pid);
+    put(&o, ",\"tid\":0,\"args\":{\"format\":\"liblms-trace\",\"version\":2,\"liblms\":\"" LMS_VERSION "\",\"program\":");
     put_string(&o, program);
     put_arg_u64(&o, "pid", (uint64_t)trace.pid);
     put_arg_u64(&o, "threshold_bytes", cfg->threshold_bytes);
@@ -298,8 +305,8 @@ static void write_header(const lms_trace_config *cfg)
     put(&o, cfg->record_uses ? ",\"uses\":true" : ",\"uses\":false");
     put_arg_u64(&o, "max_bytes", cfg->max_bytes);
     put_arg_u64(&o, "clock_start_ns", trace.start_ns);
-    put(&o, "},\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    put(&o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+    put_arg_u64(&o, "epoch_start_us", (uint64_t)wall.tv_sec * 1000000u + (uint64_t)wall.tv_nsec / 1000u);
+    put(&o, "}}\n,{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
     put_u64(&o, (uint64_t)trace.pid);
     put(&o, ",\"tid\":0,\"args\":{\"name\":");
     char process[96];
@@ -308,14 +315,14 @@ static void write_header(const lms_trace_config *cfg)
     put(&o, "}}");
     trace.used = o.len;
     name_track(TRACK_PROCESS, "liblms");
+    name_track(TRACK_STALLS, "restore stalls");
 }
 
 /* ---- Closing, normally and on fatal signals. */
 
 static const int fatal_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
-static bool fatal_handled[sizeof fatal_signals / sizeof *fatal_signals];
 
-/* Appends the end event and the footer at the end of the complete events on disk. */
+/* Appends the end event and the closing bracket after of the complete events on disk. */
 static void finish_file(int signal_number, bool buffer_usable)
 {
     if (buffer_usable) flush_buffer();
@@ -331,64 +338,18 @@ static void finish_file(int signal_number, bool buffer_usable)
     trace.fd = -1;
 }
 
-static void die_by(int signal_number)
+/* At death by a signal: the thread holding the lock may be this one, interrupted; then the
+ * buffer may be half-written and is left out, and the file still ends with whole events. */
+static void finish_on_signal(int signal_number)
 {
-    struct sigaction default_action = { .sa_handler = SIG_DFL };
-    sigemptyset(&default_action.sa_mask);
-    sigaction(signal_number, &default_action, NULL);
-    raise(signal_number);          /* SA_NODEFER: delivered at once */
-}
-
-static void on_fatal_signal(int signal_number)
-{
-    /* One thread writes the footer; others that crash meanwhile wait for it to end the
-     * process, and a fault inside this handler ends it at once. */
-    static _Atomic pid_t finishing;
-    pid_t self = gettid(), expected = 0;
-    if (!atomic_compare_exchange_strong(&finishing, &expected, self)) {
-        if (expected == self) die_by(signal_number);
-        for (;;) pause();
-    }
-    int saved_errno = errno;
     unsigned flags = atomic_exchange(&lms_trace_flags_, 0u);
-    if (flags & LMS_TRACE_ON_EVENTS || trace.truncated) {
-        /* The thread holding the lock may be this one, interrupted: then the buffer may be
-         * half-written and is left out; the file still ends with whole events. */
-        bool locked = false;
-        for (int tries = 0; tries < 50 && !locked; tries++) {
-            locked = pthread_mutex_trylock(&trace.lock) == 0;
-            if (!locked) nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
-        }
-        if (trace.fd >= 0) finish_file(signal_number, locked);
+    if (!(flags & LMS_TRACE_ON_EVENTS) && !trace.truncated) return;
+    bool locked = false;
+    for (int tries = 0; tries < 50 && !locked; tries++) {
+        locked = pthread_mutex_trylock(&trace.lock) == 0;
+        if (!locked) nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
     }
-    errno = saved_errno;
-    die_by(signal_number);
-}
-
-static void handle_fatal_signals(void)
-{
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++) {
-        struct sigaction previous;
-        /* A program that handles the signal itself decides what happens: leave it alone. */
-        if (sigaction(fatal_signals[i], NULL, &previous) != 0 || previous.sa_handler != SIG_DFL ||
-            (previous.sa_flags & SA_SIGINFO))
-            continue;
-        struct sigaction action = { .sa_handler = on_fatal_signal, .sa_flags = SA_NODEFER };
-        sigemptyset(&action.sa_mask);
-        fatal_handled[i] = sigaction(fatal_signals[i], &action, NULL) == 0;
-    }
-}
-
-static void restore_fatal_signals(void)
-{
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++) {
-        if (!fatal_handled[i]) continue;
-        struct sigaction current;
-        /* Put back the default only where ours is still the handler. */
-        if (sigaction(fatal_signals[i], NULL, &current) == 0 && current.sa_handler == on_fatal_signal)
-            signal(fatal_signals[i], SIG_DFL);
-        fatal_handled[i] = false;
-    }
+    if (trace.fd >= 0) finish_file(signal_number, locked);
 }
 
 /* ---- The dump of live allocations. */
@@ -452,17 +413,51 @@ static void stop_dump_thread(void)
     dump.thread_running = false;
 }
 
-/* The frames of each stack as a JSON array, named once per stack (naming takes dladdr per
+/* The frames of each stack as JSON members, named once per stack (naming takes dladdr per
  * frame, which would dominate the cost of an event) and kept for the life of the process, as
- * the stacks are. Named before the trace is locked: dladdr takes the loader's lock, which a
+ * the stacks are:  ,"frames":["site+0x1f (libfoo.so)",...],"pcs":["0x7f...",...]
+ * Named before any lock of the writer is taken: dladdr takes the loader's lock, which a
  * thread inside dlopen may hold while it allocates. */
+#define MAX_OBJECTS 512
 static pthread_mutex_t frames_lock = PTHREAD_MUTEX_INITIALIZER;
 static char **frames_by_stack;     /* [frames_capacity], NULL until named */
 static uint32_t frames_capacity;
+static struct { const void *id; uintptr_t bias; } objects_named[MAX_OBJECTS];
+static size_t objects_count;
+
+/* An lms.module event for the object holding pc, the first time one of its frames is named,
+ * so that lms-trace can find the file to read its symbols and lines from. The check and the
+ * event are made under frames_lock: every stack naming the object is written after it. */
+static void describe_object(uintptr_t pc)
+{
+    lms_stack_object object;
+    if (!lms_stack_frame_object(pc, &object)) return;
+    pthread_mutex_lock(&frames_lock);
+    bool known = false;
+    for (size_t k = 0; k < objects_count && !known; k++)
+        known = objects_named[k].id == object.id && objects_named[k].bias == object.bias;
+    if (!known && objects_count < MAX_OBJECTS && lock_for_device(-1)) {
+        objects_named[objects_count].id = object.id;
+        objects_named[objects_count++].bias = object.bias;
+        out o = event_out();
+        put(&o, ",\n{\"ph\":\"M\",\"name\":\"lms.module\",\"pid\":");
+        put_u64(&o, (uint64_t)trace.pid);
+        put(&o, ",\"tid\":0,\"args\":{\"path\":");
+        put_string(&o, object.path);
+        put_arg_hex(&o, "bias", object.bias);
+        put(&o, ",\"build_id\":");
+        put_string(&o, object.build_id);
+        put(&o, "}}");
+        commit(&o);
+        pthread_mutex_unlock(&trace.lock);
+    }
+    pthread_mutex_unlock(&frames_lock);
+}
 
 static const char *frames_json(uint32_t stack)
 {
-    if (stack == 0) return "[]";
+    static const char none[] = ",\"frames\":[],\"pcs\":[]";
+    if (stack == 0) return none;
     pthread_mutex_lock(&frames_lock);
     const char *known = stack < frames_capacity ? frames_by_stack[stack] : NULL;
     pthread_mutex_unlock(&frames_lock);
@@ -470,17 +465,23 @@ static const char *frames_json(uint32_t stack)
 
     const uintptr_t *pcs = NULL;
     size_t depth = lms_stack_frames(stack, &pcs);
-    char text[LMS_STACK_MAX_DEPTH * (FRAME_NAME_MAX + 8) + 8];
+    char text[LMS_STACK_MAX_DEPTH * (FRAME_NAME_MAX + 32) + 32];
     out o = { .p = text, .cap = sizeof text - 1 };
-    put(&o, "[");
+    put(&o, ",\"frames\":[");
     for (size_t i = 0; i < depth; i++) {
         char name[FRAME_NAME_MAX];
         lms_stack_frame_name(pcs[i], name, sizeof name);
         if (i) put(&o, ",");
         put_string(&o, name);
+        describe_object(pcs[i]);
+    }
+    put(&o, "],\"pcs\":[");
+    for (size_t i = 0; i < depth; i++) {
+        if (i) put(&o, ",");
+        put_hex(&o, pcs[i]);
     }
     put(&o, "]");
-    if (o.overflow) return "[]";
+    if (o.overflow) return none;
     text[o.len] = '\0';
 
     pthread_mutex_lock(&frames_lock);
@@ -497,7 +498,7 @@ static const char *frames_json(uint32_t stack)
     if (stack < frames_capacity && !frames_by_stack[stack]) frames_by_stack[stack] = strdup(text);
     known = stack < frames_capacity ? frames_by_stack[stack] : NULL;
     pthread_mutex_unlock(&frames_lock);
-    return known ? known : "[]";
+    return known ? known : none;
 }
 
 void lms_trace_dump_begin(const char *reason)
@@ -556,7 +557,6 @@ void lms_trace_dump_record(const lms_trace_live *live)
     put_arg_u64(&o, "age_us", age / 1000);
     put_arg_u64(&o, "idle_us", idle / 1000);
     put_arg_u64(&o, "stack", live->stack);
-    put(&o, ",\"frames\":");
     put(&o, frames);
     put(&o, "}}");
     commit(&o);
@@ -604,24 +604,6 @@ int lms_trace_signal_number(const char *name)
     return (int)number;
 }
 
-/* The path with "%p" replaced by the pid. */
-static int expand_path(const char *path, char *expanded, size_t len)
-{
-    size_t n = 0;
-    for (const char *s = path; *s; s++) {
-        char piece[24];
-        const char *text = piece;
-        if (s[0] == '%' && s[1] == 'p') { snprintf(piece, sizeof piece, "%d", (int)getpid()); s++; }
-        else { piece[0] = *s; piece[1] = '\0'; }
-        size_t piece_len = strlen(text);
-        if (n + piece_len >= len) return -1;
-        memcpy(expanded + n, text, piece_len);
-        n += piece_len;
-    }
-    expanded[n] = '\0';
-    return 0;
-}
-
 /* Around fork, every lock of the writer is taken, in the order it nests them (a dump names
  * frames and stacks and writes events), so the child finds them free. liblms's other locks
  * (residency, graphs, launches) come
@@ -664,22 +646,14 @@ int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len)
     unsigned flags = cfg->dump_signal && trace.stack_depth ? LMS_TRACE_ON_STACKS : 0;
 
     if (cfg->path && *cfg->path) {
-        char path[4096];
-        if (expand_path(cfg->path, path, sizeof path) != 0) {
-            snprintf(err, err_len, "LMS_TRACE=%s: path too long", cfg->path);
-            stop_dump_thread();
-            return -1;
-        }
         if (cfg->max_bytes && cfg->max_bytes < 2 * MAX_EVENT) {
             snprintf(err, err_len, "LMS_TRACE_MAX_MB: %ju bytes is too small for a trace (at least 1 MB)",
                      (uintmax_t)cfg->max_bytes);
             stop_dump_thread();
             return -1;
         }
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int fd = lms_output_file_create("LMS_TRACE", cfg->path, 0600, err, err_len);
         if (fd < 0) {
-            snprintf(err, err_len, "LMS_TRACE=%s: cannot create %s: %s%s", cfg->path, path, strerror(errno),
-                     errno == EEXIST ? " (an existing file is never overwritten: remove it or use %p)" : "");
             stop_dump_thread();
             return -1;
         }
@@ -696,7 +670,7 @@ int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len)
         pthread_mutex_unlock(&trace.lock);
         flags |= LMS_TRACE_ON_EVENTS | (trace.stack_depth ? LMS_TRACE_ON_STACKS : 0) |
                  (cfg->record_uses ? LMS_TRACE_ON_USES : 0);
-        handle_fatal_signals();
+        lms_signals_at_death(finish_on_signal, fatal_signals, sizeof fatal_signals / sizeof *fatal_signals);
     }
     static bool registered;
     if (!registered) {
@@ -715,7 +689,7 @@ void lms_trace_close(void)
     pthread_mutex_lock(&trace.lock);
     if (trace.fd >= 0) finish_file(0, true);
     pthread_mutex_unlock(&trace.lock);
-    restore_fatal_signals();
+    lms_signals_forget(finish_on_signal);
 }
 
 /* ---- Events. */
@@ -751,7 +725,6 @@ uint32_t lms_trace_alloc_(int dev, uint64_t addr, uint64_t bytes, uint64_t strea
     put_arg_hex(&o, "stream", stream);
     put(&o, cached ? ",\"cached\":true" : ",\"cached\":false");
     put_arg_u64(&o, "stack", stack);
-    put(&o, ",\"frames\":");
     put(&o, frames);
     put(&o, "}}");
     commit(&o);
@@ -759,7 +732,7 @@ uint32_t lms_trace_alloc_(int dev, uint64_t addr, uint64_t bytes, uint64_t strea
     return stack;
 }
 
-/* The events that carry a device, an address, a size and nothing but one more field. */
+/* The events that carry a device, an address, a size and nothing but a reason. */
 static void simple_event(const char *name, int dev, uint64_t addr, uint64_t bytes, const char *reason)
 {
     if (!lock_for_device(dev)) return;
@@ -776,7 +749,22 @@ static void simple_event(const char *name, int dev, uint64_t addr, uint64_t byte
     pthread_mutex_unlock(&trace.lock);
 }
 
-void lms_trace_free_(int dev, uint64_t addr, uint64_t bytes) { simple_event("free", dev, addr, bytes, NULL); }
+void lms_trace_free_(int dev, uint64_t addr, uint64_t bytes)
+{
+    unsigned flags = atomic_load_explicit(&lms_trace_flags_, memory_order_relaxed);
+    const char *frames = frames_json(flags & LMS_TRACE_ON_STACKS ? lms_stack_capture(trace.stack_depth) : 0);
+    if (!lock_for_device(dev)) return;
+    out o = event_out();
+    put_event_head(&o, "i", "free", DEVICE_TRACK(dev, TRACK_ALLOCS), lms_trace_now_ns());
+    put(&o, ",\"s\":\"t\",\"args\":{\"device\":");
+    put_u64(&o, (uint64_t)dev);
+    put_arg_hex(&o, "addr", addr);
+    put_arg_u64(&o, "bytes", bytes);
+    put(&o, frames);
+    put(&o, "}}");
+    commit(&o);
+    pthread_mutex_unlock(&trace.lock);
+}
 
 void lms_trace_evict_(int dev, uint64_t addr, uint64_t bytes, const char *reason)
 {
@@ -808,16 +796,40 @@ void lms_trace_swap_(int dev, uint64_t addr, uint64_t bytes, enum lms_swap_direc
 void lms_trace_counters_(int dev, uint64_t resident, uint64_t host, uint64_t demanded, uint64_t soft_limit)
 {
     if (!lock_for_device(dev)) return;
-    char name[32];
+    uint64_t now = lms_trace_now_ns();
+    char name[48];
     snprintf(name, sizeof name, "GPU %d memory", dev);
     out o = event_out();
-    put_event_head(&o, "C", name, TRACK_PROCESS, lms_trace_now_ns());
+    put_event_head(&o, "C", name, TRACK_PROCESS, now);
     put(&o, ",\"args\":{\"demanded\":");
     put_u64(&o, demanded);
     put_arg_u64(&o, "resident", resident);
     put_arg_u64(&o, "host", host);
     put_arg_u64(&o, "soft_limit", soft_limit);
     put(&o, "}}");
+    commit(&o);
+    /* Viewers give each member of a counter its own track and scale, so demand and the limit
+     * cannot be read against each other there: this track holds one as a share of the other. */
+    snprintf(name, sizeof name, "GPU %d demanded %% of soft limit", dev);
+    o = event_out();
+    put_event_head(&o, "C", name, TRACK_PROCESS, now);
+    put(&o, ",\"args\":{\"percent\":");
+    uint64_t tenths = soft_limit ? (uint64_t)((double)demanded * 1000.0 / (double)soft_limit + 0.5) : 0;
+    put_u64(&o, tenths / 10);
+    put_bytes(&o, (char[]){ '.', (char)('0' + tenths % 10) }, 2);
+    put(&o, "}}");
+    commit(&o);
+    pthread_mutex_unlock(&trace.lock);
+}
+
+void lms_trace_stall_(uint64_t start_ns, uint64_t end_ns)
+{
+    if (!lock_for_device(-1)) return;
+    out o = event_out();
+    put_event_head(&o, "X", "restore stall", TRACK_STALLS, start_ns);
+    put(&o, ",\"dur\":");
+    put_us(&o, end_ns > start_ns ? end_ns - start_ns : 0);
+    put(&o, "}");
     commit(&o);
     pthread_mutex_unlock(&trace.lock);
 }

@@ -13,7 +13,8 @@
  * branch when nothing is recorded. Times are CLOCK_MONOTONIC nanoseconds (lms_trace_now_ns).
  * Addresses and streams are plain integers: device pointers and CUstream values. The writer
  * buffers at most 128 KiB and writes whole events, so the file on disk always holds complete
- * events; closing appends the JSON footer. A forked child records nothing. */
+ * events, which viewers and lms-trace read even when the process was killed before closing;
+ * closing appends the end event. A forked child records nothing. */
 #ifndef LMS_PRELOAD_TRACE_H
 #define LMS_PRELOAD_TRACE_H
 
@@ -49,7 +50,7 @@ typedef struct lms_trace_config {
 /* Starts recording (when cfg->path is set) and installs the dump signal (when set). Returns 0,
  * or -1 with one line naming the variable and the problem in err. Call once, before device work. */
 int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len);
-/* Writes the footer and closes the file; stops the dump thread. Safe to call twice. */
+/* Writes the end event and closes the file; stops the dump thread. Safe to call twice. */
 void lms_trace_close(void);
 
 /* "USR1", "SIGUSR1" or "10" -> 10; -1 when it is not a signal a dump may use. */
@@ -76,6 +77,7 @@ void lms_trace_evict_(int dev, uint64_t addr, uint64_t bytes, const char *reason
 void lms_trace_oom_(int dev, uint64_t bytes);
 void lms_trace_counters_(int dev, uint64_t resident, uint64_t host, uint64_t demanded,
                          uint64_t soft_limit);
+void lms_trace_stall_(uint64_t start_ns, uint64_t end_ns);
 void lms_trace_launch_uses_(const char *kernel, uint64_t stream, uint64_t step,
                             const uint64_t *addrs, size_t count);
 
@@ -120,6 +122,11 @@ static inline void lms_trace_counters(int dev, uint64_t resident, uint64_t host,
                                       uint64_t demanded, uint64_t soft_limit)
 {
     if (lms_trace_recording()) lms_trace_counters_(dev, resident, host, demanded, soft_limit);
+}
+/* Calls waited for restores from start_ns to end_ns (lms_trace_now_ns times). */
+static inline void lms_trace_stall(uint64_t start_ns, uint64_t end_ns)
+{
+    if (lms_trace_recording()) lms_trace_stall_(start_ns, end_ns);
 }
 /* Launch (or copy, or memset: pass "memcpy"/"memset" as the name) number `step`, the same
  * step given to lms_policy_used, used these allocations (their base addresses). */

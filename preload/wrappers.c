@@ -1,42 +1,12 @@
-/* The wrappers of LMS_HOOK_TABLE: each finds what its call touches, makes it resident
- * through the residency manager, and issues the real call. */
+/* The wrappers of LMS_HOOK_TABLE but the graphs' (graph_wrappers.c) and the queries'
+ * (queries.c): each finds what its call touches, makes it resident through the residency
+ * manager, and issues the real call. */
+#include "preload/wrappers.h"
+
 #include "preload/graphs.h"
 #include "preload/hooks.h"
+#include "preload/pointer_arrays.h"
 #include "preload/residency.h"
-
-/* The stream a call runs on, for its last-use events: stream 0 of a _ptds/_ptsz variant is
- * the calling thread's default stream. */
-static CUstream stream_of(int per_thread, CUstream stream)
-{
-    return per_thread && !stream ? CU_STREAM_PER_THREAD : stream;
-}
-
-/* Defines the legacy and per-thread-stream exports of one entry point from name##_impl. */
-#define LMS_TWIN(name, suffix, params, ...)                                              \
-    LMS_EXPORT CUresult name params                                                      \
-    {                                                                                    \
-        lms_init();                                                                      \
-        return lms_real.name ? name##_impl(lms_real.name, 0, __VA_ARGS__)                \
-                             : CUDA_ERROR_NOT_SUPPORTED;                                 \
-    }                                                                                    \
-    LMS_EXPORT CUresult name##suffix params                                              \
-    {                                                                                    \
-        lms_init();                                                                      \
-        return lms_real.name##suffix ? name##_impl(lms_real.name##suffix, 1, __VA_ARGS__) \
-                                     : CUDA_ERROR_NOT_SUPPORTED;                         \
-    }
-
-/* Brackets `issue` (an expression using `real`) with the residency manager; issues it again
- * while the driver runs out of memory and liblms can free some. */
-#define LMS_MANAGED_CALL(call, issue)                                                  \
-    do {                                                                               \
-        CUresult lms_result = lms_call_begin(&(call));                                 \
-        if (lms_result == CUDA_SUCCESS)                                                \
-            while ((lms_result = (issue)) == CUDA_ERROR_OUT_OF_MEMORY && lms_call_make_room()) \
-                ;                                                                      \
-        lms_call_end(&(call), lms_result);                                             \
-        return lms_result;                                                             \
-    } while (0)
 
 /* ---- allocation ---- */
 
@@ -62,7 +32,10 @@ LMS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
 
 LMS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    return lms_init() ? lms_real.cuMemFree_v2(dptr) : lms_free(dptr, NULL, 0);
+    if (lms_init())
+        return lms_real.cuMemFree_v2(dptr);
+    lms_pointer_arrays_forget(dptr);
+    return lms_free(dptr, NULL, 0);
 }
 
 LMS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
@@ -110,10 +83,21 @@ static CUresult cuMemAllocFromPoolAsync_impl(__typeof__(cuMemAllocFromPoolAsync)
 LMS_TWIN(cuMemAllocFromPoolAsync, _ptsz,
          (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream), dptr, bytes, pool, stream)
 
+/* A swappable allocation freed on a capturing stream is the captured graph's to free when it
+ * runs, as the driver's free node would be: until then its kernels still use it. */
+CUresult lms_free_async(CUdeviceptr dptr, CUstream stream)
+{
+    lms_allocation a;
+    if (lms_allocation_at(dptr, &a) && a.base == dptr && lms_graph_captured_free(stream, dptr))
+        return CUDA_SUCCESS;
+    lms_pointer_arrays_forget(dptr);
+    return lms_free(dptr, stream, 1);
+}
+
 static CUresult cuMemFreeAsync_impl(__typeof__(cuMemFreeAsync) *real, int per_thread,
                                     CUdeviceptr dptr, CUstream stream)
 {
-    return lms_init() ? real(dptr, stream) : lms_free(dptr, stream_of(per_thread, stream), 1);
+    return lms_init() ? real(dptr, stream) : lms_free_async(dptr, stream_of(per_thread, stream));
 }
 LMS_TWIN(cuMemFreeAsync, _ptsz, (CUdeviceptr dptr, CUstream stream), dptr, stream)
 
@@ -131,6 +115,12 @@ LMS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 
 /* ---- launches ---- */
 
+void lms_scan_launch(lms_call *call, CUfunction f, void **params, void **extra)
+{
+    lms_call_scan_launch(call, f, params, extra);
+    lms_pointer_arrays_expand(call);
+}
+
 static CUresult cuLaunchKernel_impl(__typeof__(cuLaunchKernel) *real, int per_thread, CUfunction f,
                                     unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                     unsigned bz, unsigned shared, CUstream stream, void **params,
@@ -139,7 +129,7 @@ static CUresult cuLaunchKernel_impl(__typeof__(cuLaunchKernel) *real, int per_th
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, stream), "launch");
     if (!lms_init())
-        lms_call_scan_launch(&call, f, params, extra);
+        lms_scan_launch(&call, f, params, extra);
     LMS_MANAGED_CALL(call, real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
 }
 LMS_TWIN(cuLaunchKernel, _ptsz,
@@ -154,7 +144,7 @@ static CUresult cuLaunchKernelEx_impl(__typeof__(cuLaunchKernelEx) *real, int pe
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, config ? config->hStream : NULL), "launch");
     if (!lms_init())
-        lms_call_scan_launch(&call, f, params, extra);
+        lms_scan_launch(&call, f, params, extra);
     LMS_MANAGED_CALL(call, real(config, f, params, extra));
 }
 LMS_TWIN(cuLaunchKernelEx, _ptsz,
@@ -170,7 +160,7 @@ static CUresult cuLaunchCooperativeKernel_impl(__typeof__(cuLaunchCooperativeKer
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, stream), "launch");
     if (!lms_init())
-        lms_call_scan_launch(&call, f, params, NULL);
+        lms_scan_launch(&call, f, params, NULL);
     LMS_MANAGED_CALL(call, real(f, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
 LMS_TWIN(cuLaunchCooperativeKernel, _ptsz,
@@ -206,14 +196,17 @@ LMS_COPY(cuMemcpyPeer, _ptds, NULL,
 LMS_COPY(cuMemcpyPeerAsync, _ptsz, s,
          (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s),
          (REF(dst, n, 1), REF(src, n, 0)), dst, dc, src, sc, n, s)
+/* A host-to-device copy may write a pointer array: what it points to is learnt. */
+#define REF_FROM_HOST(dst, src, n) (REF(dst, n, 1), lms_pointer_arrays_copied(dst, src, n))
+
 LMS_COPY(cuMemcpyHtoD_v2, _ptds, NULL, (CUdeviceptr dst, const void *src, size_t n),
-         REF(dst, n, 1), dst, src, n)
+         REF_FROM_HOST(dst, src, n), dst, src, n)
 LMS_COPY(cuMemcpyDtoH_v2, _ptds, NULL, (void *dst, CUdeviceptr src, size_t n),
          REF(src, n, 0), dst, src, n)
 LMS_COPY(cuMemcpyDtoD_v2, _ptds, NULL, (CUdeviceptr dst, CUdeviceptr src, size_t n),
          (REF(dst, n, 1), REF(src, n, 0)), dst, src, n)
 LMS_COPY(cuMemcpyHtoDAsync_v2, _ptsz, s, (CUdeviceptr dst, const void *src, size_t n, CUstream s),
-         REF(dst, n, 1), dst, src, n, s)
+         REF_FROM_HOST(dst, src, n), dst, src, n, s)
 LMS_COPY(cuMemcpyDtoHAsync_v2, _ptsz, s, (void *dst, CUdeviceptr src, size_t n, CUstream s),
          REF(src, n, 0), dst, src, n, s)
 LMS_COPY(cuMemcpyDtoDAsync_v2, _ptsz, s, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
@@ -223,10 +216,9 @@ LMS_COPY(cuMemcpyDtoA_v2, _ptds, NULL, (CUarray dst, size_t offset, CUdeviceptr 
 LMS_COPY(cuMemcpyAtoD_v2, _ptds, NULL, (CUdeviceptr dst, CUarray src, size_t offset, size_t n),
          REF(dst, n, 1), dst, src, offset, n)
 
-/* The device ranges a 2D/3D copy reads and writes (rows beyond the first start a pitch apart). */
-static void ref_pitched(lms_call *call, CUmemorytype type, CUdeviceptr base, size_t x, size_t y,
-                        size_t z, size_t pitch, size_t plane_rows, size_t width, size_t height,
-                        size_t depth)
+void lms_ref_pitched(lms_call *call, CUmemorytype type, CUdeviceptr base, size_t x, size_t y,
+                     size_t z, size_t pitch, size_t plane_rows, size_t width, size_t height,
+                     size_t depth)
 {
     if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
         return;
@@ -238,26 +230,80 @@ static void ref_pitched(lms_call *call, CUmemorytype type, CUdeviceptr base, siz
 }
 
 #define REF_2D(p) \
-    (ref_pitched(&call, (p)->srcMemoryType, (p)->srcDevice, (p)->srcXInBytes, (p)->srcY, 0, \
-                 (p)->srcPitch, 0, (p)->WidthInBytes, (p)->Height, 1),                     \
-     ref_pitched(&call, (p)->dstMemoryType, (p)->dstDevice, (p)->dstXInBytes, (p)->dstY, 0, \
-                 (p)->dstPitch, 0, (p)->WidthInBytes, (p)->Height, 1))
-#define REF_3D(p) \
-    (ref_pitched(&call, (p)->srcMemoryType, (p)->srcDevice, (p)->srcXInBytes, (p)->srcY,    \
-                 (p)->srcZ, (p)->srcPitch, (p)->srcHeight, (p)->WidthInBytes, (p)->Height,  \
-                 (p)->Depth),                                                               \
-     ref_pitched(&call, (p)->dstMemoryType, (p)->dstDevice, (p)->dstXInBytes, (p)->dstY,    \
-                 (p)->dstZ, (p)->dstPitch, (p)->dstHeight, (p)->WidthInBytes, (p)->Height,  \
-                 (p)->Depth))
+    (lms_ref_pitched(&call, (p)->srcMemoryType, (p)->srcDevice, (p)->srcXInBytes, (p)->srcY, 0, \
+                     (p)->srcPitch, 0, (p)->WidthInBytes, (p)->Height, 1),                     \
+     lms_ref_pitched(&call, (p)->dstMemoryType, (p)->dstDevice, (p)->dstXInBytes, (p)->dstY, 0, \
+                     (p)->dstPitch, 0, (p)->WidthInBytes, (p)->Height, 1))
 
 LMS_COPY(cuMemcpy2D_v2, _ptds, NULL, (const CUDA_MEMCPY2D *p), if (p) REF_2D(p), p)
 LMS_COPY(cuMemcpy2DUnaligned_v2, _ptds, NULL, (const CUDA_MEMCPY2D *p), if (p) REF_2D(p), p)
 LMS_COPY(cuMemcpy2DAsync_v2, _ptsz, s, (const CUDA_MEMCPY2D *p, CUstream s), if (p) REF_2D(p), p, s)
-LMS_COPY(cuMemcpy3D_v2, _ptds, NULL, (const CUDA_MEMCPY3D *p), if (p) REF_3D(p), p)
-LMS_COPY(cuMemcpy3DAsync_v2, _ptsz, s, (const CUDA_MEMCPY3D *p, CUstream s), if (p) REF_3D(p), p, s)
-LMS_COPY(cuMemcpy3DPeer, _ptds, NULL, (const CUDA_MEMCPY3D_PEER *p), if (p) REF_3D(p), p)
+LMS_COPY(cuMemcpy3D_v2, _ptds, NULL, (const CUDA_MEMCPY3D *p), if (p) REF_3D(&call, p), p)
+LMS_COPY(cuMemcpy3DAsync_v2, _ptsz, s, (const CUDA_MEMCPY3D *p, CUstream s), if (p) REF_3D(&call, p), p, s)
+LMS_COPY(cuMemcpy3DPeer, _ptds, NULL, (const CUDA_MEMCPY3D_PEER *p), if (p) REF_3D(&call, p), p)
 LMS_COPY(cuMemcpy3DPeerAsync, _ptsz, s, (const CUDA_MEMCPY3D_PEER *p, CUstream s),
-         if (p) REF_3D(p), p, s)
+         if (p) REF_3D(&call, p), p, s)
+
+/* Each copy of a batch, by its addresses (device or host: liblms ignores what it does not
+ * manage). */
+static void ref_batch(lms_call *call, const CUdeviceptr *dsts, const CUdeviceptr *srcs,
+                      const size_t *sizes, size_t count)
+{
+    for (size_t i = 0; dsts && srcs && sizes && i < count; i++) {
+        lms_call_ref(call, dsts[i], sizes[i], 1);
+        lms_call_ref(call, srcs[i], sizes[i], 0);
+    }
+}
+
+LMS_COPY(cuMemcpyBatchAsync_v2, _ptsz, s,
+         (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+          size_t *attr_idxs, size_t attr_count, CUstream s),
+         ref_batch(&call, dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs, attr_idxs,
+         attr_count, s)
+LMS_COPY(cuMemcpyBatchAsync, _ptsz, s,
+         (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+          size_t *attr_idxs, size_t attr_count, size_t *fail_idx, CUstream s),
+         ref_batch(&call, dsts, srcs, sizes, count), dsts, srcs, sizes, count, attrs, attr_idxs,
+         attr_count, fail_idx, s)
+
+/* ---- stream memory operations: each reads or writes one word ---- */
+
+#define LMS_MEMOP(name, bytes, value_type)                                                      \
+    LMS_RANGE_CALL(name, "memop", s, (CUstream s, CUdeviceptr addr, value_type value, unsigned flags), \
+                   REF(addr, bytes, 0), s, addr, value, flags)                                   \
+    LMS_TWIN(name, _ptsz, (CUstream s, CUdeviceptr addr, value_type value, unsigned flags),      \
+             s, addr, value, flags)
+
+LMS_MEMOP(cuStreamWriteValue32_v2, 4, cuuint32_t)
+LMS_MEMOP(cuStreamWriteValue64_v2, 8, cuuint64_t)
+LMS_MEMOP(cuStreamWaitValue32_v2, 4, cuuint32_t)
+LMS_MEMOP(cuStreamWaitValue64_v2, 8, cuuint64_t)
+
+void lms_ref_mem_ops(lms_call *call, unsigned count, const CUstreamBatchMemOpParams *ops)
+{
+    for (unsigned i = 0; ops && i < count; i++) {
+        switch (ops[i].operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            lms_call_ref(call, ops[i].waitValue.address,
+                         ops[i].operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 ? 4 : 8, 0);
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            lms_call_ref(call, ops[i].writeValue.address,
+                         ops[i].operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ? 4 : 8, 0);
+            break;
+        default: /* barriers and flushes name no memory */
+            break;
+        }
+    }
+}
+
+LMS_RANGE_CALL(cuStreamBatchMemOp_v2, "memop", s,
+               (CUstream s, unsigned count, CUstreamBatchMemOpParams *ops, unsigned flags),
+               lms_ref_mem_ops(&call, count, ops), s, count, ops, flags)
+LMS_TWIN(cuStreamBatchMemOp_v2, _ptsz, (CUstream s, unsigned count, CUstreamBatchMemOpParams *ops, unsigned flags),
+         s, count, ops, flags)
 
 /* ---- memsets ---- */
 
@@ -265,9 +311,12 @@ LMS_COPY(cuMemcpy3DPeerAsync, _ptsz, s, (const CUDA_MEMCPY3D_PEER *p, CUstream s
     LMS_RANGE_CALL(name, "memset", stream_expr, params, refs, __VA_ARGS__) \
     LMS_TWIN(name, suffix, params, __VA_ARGS__)
 
-/* A pitched memset overwrites the whole range only when its rows are back to back. */
-#define REF_2D_SET(dst, pitch, w, h, elem) \
-    if ((w) && (h)) REF(dst, ((h) - 1) * (pitch) + (w) * (elem), (pitch) == (w) * (elem))
+void lms_ref_memset_2d(lms_call *call, CUdeviceptr dst, size_t pitch, size_t w, size_t h, size_t elem)
+{
+    if (w && h)
+        lms_call_ref(call, dst, (h - 1) * pitch + w * elem, pitch == w * elem);
+}
+#define REF_2D_SET(dst, pitch, w, h, elem) lms_ref_memset_2d(&call, dst, pitch, w, h, elem)
 
 LMS_MEMSET(cuMemsetD8_v2, _ptds, NULL, (CUdeviceptr dst, unsigned char v, size_t n),
            REF(dst, n, 1), dst, v, n)
@@ -300,55 +349,6 @@ LMS_MEMSET(cuMemsetD2D32Async, _ptsz, s,
            (CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h, CUstream s),
            REF_2D_SET(dst, pitch, w, h, 4), dst, pitch, v, w, h, s)
 
-/* ---- graphs made by stream capture ---- */
-
-static CUresult cuStreamEndCapture_impl(__typeof__(cuStreamEndCapture) *real, int per_thread,
-                                        CUstream stream, CUgraph *graph)
-{
-    CUresult r = real(stream, graph);
-    if (!lms_init() && r == CUDA_SUCCESS && graph)
-        lms_graph_capture_ended(stream_of(per_thread, stream), *graph);
-    return r;
-}
-LMS_TWIN(cuStreamEndCapture, _ptsz, (CUstream stream, CUgraph *graph), stream, graph)
-
-LMS_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
-                                                unsigned long long flags)
-{
-    int passthrough = lms_init();
-    CUresult r = lms_real.cuGraphInstantiateWithFlags(exec, graph, flags);
-    if (!passthrough && r == CUDA_SUCCESS && exec)
-        lms_graph_instantiated(graph, *exec);
-    return r;
-}
-
-static void ref_graph_use(void *call, uint64_t addr) { lms_call_ref(call, (CUdeviceptr)addr, 1, 0); }
-
-static CUresult cuGraphLaunch_impl(__typeof__(cuGraphLaunch) *real, int per_thread,
-                                   CUgraphExec exec, CUstream stream)
-{
-    lms_call call;
-    lms_call_init(&call, stream_of(per_thread, stream), "graph");
-    if (!lms_init())
-        call.uses_any = lms_graph_each_use(exec, ref_graph_use, &call);
-    LMS_MANAGED_CALL(call, real(exec, stream));
-}
-LMS_TWIN(cuGraphLaunch, _ptsz, (CUgraphExec exec, CUstream stream), exec, stream)
-
-LMS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
-{
-    if (!lms_init())
-        lms_graph_forget(exec);
-    return lms_real.cuGraphExecDestroy(exec);
-}
-
-LMS_EXPORT CUresult cuGraphDestroy(CUgraph graph)
-{
-    if (!lms_init())
-        lms_graph_forget(graph);
-    return lms_real.cuGraphDestroy(graph);
-}
-
 /* ---- unloads ---- */
 
 #define LMS_UNLOAD(name, handle_type)                                                  \
@@ -363,3 +363,52 @@ LMS_EXPORT CUresult cuGraphDestroy(CUgraph graph)
 
 LMS_UNLOAD(cuModuleUnload, CUmodule)
 LMS_UNLOAD(cuLibraryUnload, CUlibrary)
+
+/* ---- context teardown ---- */
+
+/* The device's primary context, where it is active; else NULL. */
+static CUcontext active_primary(CUdevice dev)
+{
+    unsigned flags;
+    int active = 0;
+    CUcontext ctx;
+    if (lms_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+        lms_real.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    lms_real.cuDevicePrimaryCtxRelease_v2(dev); /* the retain above's: it stays active */
+    return ctx;
+}
+
+LMS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CUcontext ctx = lms_init() ? NULL : active_primary(dev);
+    if (ctx)
+        lms_residency_context_ends(ctx, 0);
+    CUresult r = lms_real.cuDevicePrimaryCtxReset_v2(dev);
+    if (ctx && r == CUDA_SUCCESS)
+        lms_launch_scan_forget(); /* its modules went with it: kernel handles may come back */
+    return r;
+}
+
+/* Only the last release ends the context: liblms learns it afterwards. */
+LMS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUcontext ctx = lms_init() ? NULL : active_primary(dev);
+    CUresult r = lms_real.cuDevicePrimaryCtxRelease_v2(dev);
+    if (ctx && r == CUDA_SUCCESS && active_primary(dev) != ctx) {
+        lms_residency_context_ends(ctx, 1);
+        lms_launch_scan_forget();
+    }
+    return r;
+}
+
+LMS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    int passthrough = lms_init();
+    if (!passthrough)
+        lms_residency_context_ends(ctx, 0);
+    CUresult r = lms_real.cuCtxDestroy_v2(ctx);
+    if (!passthrough && r == CUDA_SUCCESS)
+        lms_launch_scan_forget();
+    return r;
+}

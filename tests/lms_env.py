@@ -20,7 +20,7 @@ BAD = [
     ("LMS_EXCLUDE_MB", "-5"), ("LMS_EXCLUDE_MB", "1.5"), ("LMS_EXCLUDE_MB_0", "x"),
     ("LMS_HOST_LIMIT_MB", ""), ("LMS_HOST_LIMIT_MB", "lots"),
     ("LMS_MODE", "fast"), ("LMS_MODE", ""), ("LMS_LOG_LEVEL", "4"), ("LMS_LOG_LEVEL", "-1"),
-    ("LMS_LOG_LEVEL", ""), ("LMS_STATS", "yes"), ("LMS_TRACE", ""), ("LMS_POLICY", "fifo"),
+    ("LMS_LOG_LEVEL", ""), ("LMS_STATS", "yes"), ("LMS_STATS_FILE", ""), ("LMS_TRACE", ""), ("LMS_POLICY", "fifo"),
 ]
 GOOD = [
     ("LMS_THRESHOLD_KB", "0"), ("LMS_THRESHOLD_KB", "4K"), ("LMS_EXCLUDE_MB", "2G"),

@@ -48,7 +48,8 @@ static int cap_case(void)
     return 0;
 }
 
-/* 16 MiB: one swappable buffer, then small ones; they evict it, then run out. */
+/* 16 MiB: one swappable buffer, then small ones; they evict it, then run out. A swappable
+ * one still finds room: it starts in host memory, mapped at its address. */
 static int nothing_evictable_case(void)
 {
     CUdeviceptr swappable, small;
@@ -60,7 +61,8 @@ static int nothing_evictable_case(void)
         EXPECT(cuMemAlloc(&small, 32 * 1024) == CUDA_SUCCESS);
     EXPECT(sim_calls("cuMemUnmap") > 0);
     EXPECT(cuMemAlloc(&small, 32 * 1024) == CUDA_ERROR_OUT_OF_MEMORY);
-    EXPECT(cuMemAlloc(&small, 2 * MIB) == CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT(cuMemAlloc(&swappable, 2 * MIB) == CUDA_SUCCESS);
+    EXPECT(cuMemsetD8(swappable, 1, 2 * MIB) == CUDA_SUCCESS);
     return 0;
 }
 
@@ -174,8 +176,8 @@ static const lms_test_case cases[] = {
       exclude_device_case, { "LMS_EXCLUDE_MB=4", "LMS_EXCLUDE_MB_0=6", NULL } },
     { "cap", "cap mode: the soft limit is the device, to the byte; no VMM",
       cap_case, { "LMS_MODE=cap", "LMS_EXCLUDE_MB=4", NULL } },
-    { "nothing-evictable", "out of memory only when nothing evictable is left",
-      nothing_evictable_case, { "LMS_EXCLUDE_MB=0", NULL } },
+    { "nothing-evictable", "small allocations: out of memory only when nothing evictable is left; "
+      "a swappable one then starts in host memory", nothing_evictable_case, { "LMS_EXCLUDE_MB=0", NULL } },
     { "host-limit", "LMS_HOST_LIMIT_MB caps host backing: out of memory past it",
       host_limit_case, { "LMS_EXCLUDE_MB=0", "LMS_HOST_LIMIT_MB=4", NULL } },
     { "host-pool", "LMS_HOST_LIMIT_MB counts host backing in use: pooled backing of other sizes gives way",

@@ -136,6 +136,29 @@ CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t 
     return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
 }
 
+static FILE *captured;
+static int saved_stderr = -1;
+
+void lms_test_stderr_begin(void)
+{
+    fflush(stderr);
+    if (!(captured = tmpfile()) || (saved_stderr = dup(2)) < 0 || dup2(fileno(captured), 2) < 0)
+        bail_out("cannot capture stderr");
+}
+
+const char *lms_test_stderr_end(void)
+{
+    static char text[16384];
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    rewind(captured);
+    size_t n = fread(text, 1, sizeof text - 1, captured);
+    text[n] = '\0';
+    fclose(captured);
+    return text;
+}
+
 void lms_test_pattern(unsigned char *buf, size_t bytes, unsigned seed)
 {
     for (size_t i = 0; i < bytes; i++)

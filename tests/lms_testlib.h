@@ -55,6 +55,11 @@ CUfunction lms_test_fill_kernel(void);
 CUfunction lms_test_add_kernel(void);
 CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t bytes, int value);
 
+/* What the process writes to stderr between the two calls (liblms's log lines) is kept, not
+ * shown; lms_test_stderr_end returns it (NUL-terminated, valid until the next begin). */
+void lms_test_stderr_begin(void);
+const char *lms_test_stderr_end(void);
+
 /* Fills host memory with the pattern seed gives; checks it back. */
 void lms_test_pattern(unsigned char *buf, size_t bytes, unsigned seed);
 int lms_test_pattern_ok(const unsigned char *buf, size_t bytes, unsigned seed);

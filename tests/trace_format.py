@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The trace writer (preload/trace.c), through the scripted workload: the file is Chrome Trace
-Event JSON with the fields docs/trace-format.md promises; it is created safely; it stays under
-LMS_TRACE_MAX_MB; it is complete after a fatal signal; dumps of live allocations."""
+Event JSON in its array form with the fields docs/trace-format.md promises; it is created
+safely; it stays under LMS_TRACE_MAX_MB; it is complete after a fatal signal and holds whole
+events after SIGKILL; dumps of live allocations."""
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
 from tools_tap import done, is_equal, ok, plan, run, scratch, workload, WORKLOAD  # noqa: E402
 
 MiB = 1 << 20
-plan(43)
+plan(53)
 tmp = scratch()
 
 
@@ -29,12 +30,17 @@ def named(events, name):
 path = os.path.join(tmp, "run.json")
 code, err = workload(path, "--uses")
 is_equal(code, 0, "the workload runs" + (f": {err}" if err else ""))
-trace = load(path)
-events = trace["traceEvents"]
-other = trace["otherData"]
-is_equal(other["format"], "liblms-trace", "otherData names the format")
+events = load(path)
+ok(isinstance(events, list), "the array form: a list of events, which viewers read even without its end")
+settings = events[0]
+is_equal((settings["ph"], settings["name"], settings["args"]["format"], settings["args"]["version"]),
+         ("M", "lms.settings", "liblms-trace", 2), "the first event is the settings, a metadata event")
+other = settings["args"]
 is_equal((other["threshold_bytes"], other["exclude_bytes"], other["policy"], other["uses"]),
-         (1000 << 10, 512 * MiB, "lru", True), "otherData records the settings")
+         (1000 << 10, 512 * MiB, "lru", True), "the settings of the run")
+version = open(os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "preload", "version.h")).read()
+ok(f'"{other["liblms"]}"' in version and abs(other["epoch_start_us"] / 1e6 - __import__("time").time()) < 600,
+   "the library's version, and the wall-clock time of the trace's start", other)
 is_equal(stat.S_IMODE(os.stat(path).st_mode), 0o600, "the trace is created with mode 0600")
 ok(all({"ph", "name", "pid", "tid"} <= e.keys() for e in events), "every event has ph, name, pid and tid")
 ok(all(isinstance(e["ts"], (int, float)) for e in events if e["ph"] != "M"), "every timed event has a numeric ts")
@@ -52,9 +58,20 @@ ok(all(a["ph"] == "i" and a["args"]["stream"] == "0x1000" and a["args"]["device"
    "allocations are instant events with stream and device")
 ok(any("site_a" in f for f in allocs[0]["args"]["frames"]), "the first allocation's stack names site_a", allocs[0]["args"])
 ok(any("site_c" in f for f in allocs[2]["args"]["frames"]), "the third allocation's stack names site_c", allocs[2]["args"])
-is_equal(len(named(events, "free")), 4, "four frees")
+frees = named(events, "free")
+is_equal(len(frees), 4, "four frees")
+ok(all(any("run_once" in f for f in e["args"]["frames"]) and len(e["args"]["pcs"]) == len(e["args"]["frames"])
+       for e in frees), "frees carry their own frames and return addresses", frees[:1])
+modules = named(events, "lms.module")
+program = [m["args"] for m in modules if m["args"]["path"] == os.path.realpath(WORKLOAD)]
+ok(len(program) == 1 and len(program[0]["build_id"]) >= 16 and program[0]["bias"].startswith("0x"),
+   "the program's file is described once, with its load bias and build id", [m["args"] for m in modules])
+first_module = events.index(modules[0])
+ok(all(events.index(a) > first_module for a in named(events, "alloc")), "objects are described before the frames in them")
+stalls = named(events, "restore stall")
+is_equal([(s["ph"], s["dur"]) for s in stalls], [("X", 2000.0)], "restore stalls are slices of their own")
 
-swaps = [e for e in events if e["ph"] == "X"]
+swaps = [e for e in events if e["ph"] == "X" and e["name"].startswith("swap")]
 is_equal([(s["name"], s["args"]["bytes"], s["dur"]) for s in swaps],
          [("swap out", 256 * MiB, 10000.0), ("swap out", 256 * MiB, 10000.0), ("swap in", 256 * MiB, 5000.0)],
          "swaps are X slices with bytes and duration in microseconds")
@@ -63,8 +80,11 @@ ok(swaps[0]["tid"] in out_track and swaps[2]["tid"] not in out_track, "swaps out
 is_equal([e["args"]["reason"] for e in named(events, "evict")], ["demand", "demand"], "evictions carry their reason")
 ooms = named(events, "oom")
 is_equal([(o["args"]["bytes"], o["s"]) for o in ooms], [(1024 * MiB, "p")], "out of memory as a process-wide instant")
-counters = [e for e in events if e["ph"] == "C"]
+counters = [e for e in events if e["ph"] == "C" and e["name"] == "GPU 0 memory"]
 is_equal(len(counters), 11, "a counter event after each change")
+shares = [e for e in events if e["ph"] == "C" and e["name"] == "GPU 0 demanded % of soft limit"]
+is_equal([s["args"]["percent"] for s in shares][:4], [50.0, 100.0, 125.0, 125.0],
+         "one track holds demand against the soft limit, as a share of it")
 is_equal(max(c["args"]["demanded"] for c in counters), 640 * MiB + 4096, "peak demanded in the counters")
 ok(all(c["args"].keys() == {"demanded", "resident", "host", "soft_limit"} for c in counters), "counters carry the four figures")
 launches = [e for e in events if e.get("cat") == "launch"]
@@ -82,7 +102,7 @@ is_equal((end["name"], end["args"]["truncated"], end["args"]["signal"]), ("lms.t
 # Without LMS_TRACE_USES and without stacks.
 path = os.path.join(tmp, "plain.json")
 workload(path, "--depth", "0")
-events = load(path)["traceEvents"]
+events = load(path)
 ok(not [e for e in events if e.get("cat") == "launch"], "no launches recorded without LMS_TRACE_USES")
 ok(all(a["args"]["frames"] == [] for a in named(events, "alloc")), "no frames with LMS_TRACE_STACK_DEPTH=0")
 
@@ -105,7 +125,7 @@ path = os.path.join(tmp, "capped.json")
 code, err = workload(path, "--max-mb", "1", "--repeat", "400", "--uses")
 size = os.path.getsize(path)
 ok(code == 0 and size <= MiB, f"the trace stays under LMS_TRACE_MAX_MB (1 MiB): {size} bytes", err)
-events = load(path)["traceEvents"]
+events = load(path)
 ok(named(events, "lms.trace_truncated") and events[-1]["args"]["truncated"] is True,
    "a capped trace is valid JSON with a truncation marker")
 ok(size > MiB // 2, "and holds events up to the cap")
@@ -114,20 +134,30 @@ ok(size > MiB // 2, "and holds events up to the cap")
 path = os.path.join(tmp, "killed.json")
 code, err = workload(path, "--die-by", "TERM", "--repeat", "3")
 is_equal(code, -signal.SIGTERM, "the workload dies by SIGTERM")
-events = load(path)["traceEvents"]
+events = load(path)
 is_equal((events[-1]["name"], events[-1]["args"]["signal"]), ("lms.trace_end", signal.SIGTERM),
          "the trace of a process killed by SIGTERM is complete")
+
+# SIGKILL: no end, but whole events, which a viewer reads as an array left open.
+path = os.path.join(tmp, "sigkill.json")
+code, err = workload(path, "--die-by", "KILL", "--repeat", "200")
+is_equal(code, -signal.SIGKILL, "the workload dies by SIGKILL")
+text = open(path).read()
+ok(text.startswith("[{") and not text.rstrip().endswith("]"), "the file is the array left open", text[-200:])
+events = json.loads(text.rstrip().rstrip(",") + "]")
+ok(events[0]["name"] == "lms.settings" and len(named(events, "alloc")) > 100 and not named(events, "lms.trace_end"),
+   "it holds whole events up to the kill", len(events))
 
 # Threads.
 path = os.path.join(tmp, "threads.json")
 code, err = workload(path, "--threads", "4", "--repeat", "25", "--uses")
-events = load(path)["traceEvents"]
+events = load(path)
 is_equal(len(named(events, "alloc")), 4 * 4 * 25, "four threads at once: every allocation recorded, valid JSON")
 
 # Dumps on a signal.
 path = os.path.join(tmp, "dump.json")
 code, err = workload(path, "--dump-signal", "USR1")
-events = load(path)["traceEvents"]
+events = load(path)
 dumps = named(events, "lms.dump")
 is_equal([d["args"]["reason"] for d in dumps], ["oom", "signal"], "LMS_DUMP_SIGNAL dumps into the trace")
 live = [e for e in named(events, "lms.live") if e["args"]["dump"] == dumps[-1]["args"]["dump"]]

@@ -7,7 +7,8 @@
  * The workload, on device 0 (1 GiB, LMS_EXCLUDE_MB=512: soft limit 512 MiB), per repetition:
  *   alloc A 256 MiB (from site_a), B 256 MiB (site_b), C 128 MiB (site_c), s 4 KiB (not cached)
  *   swap out A (10 ms), evict A "demand"; launch "kernel_bc" uses B, C, s
- *   swap in A (5 ms) after evicting B; launch "kernel_a" uses A, s; out of memory for 1 GiB
+ *   swap in A (5 ms) after evicting B, a 2 ms restore stall; launch "kernel_a" uses A, s;
+ *   out of memory for 1 GiB
  *   free A, B, C, s
  * with counters after each change. --die-by kills the process by that signal before closing.
  * --dump-signal installs the dump, raises the signal and waits until the dump is written. */
@@ -113,6 +114,8 @@ void run_once(void)
     launch("kernel_bc", (const int[]){ B, C, S }, 3);
     swap(B, LMS_SWAP_OUT, 10);
     swap(A, LMS_SWAP_IN, 5);
+    uint64_t stalled = lms_trace_now_ns();
+    lms_trace_stall(stalled, stalled + 2000000);
     launch("kernel_a", (const int[]){ A, S }, 2);
     lms_trace_oom(0, 1024 * MiB);
     dump_locked("oom");

@@ -13,6 +13,7 @@ int command_tune(int argc, char **argv);
 
 /* Shared by the commands. */
 void format_bytes(uint64_t bytes, char *buf, size_t len);   /* "640.0 MiB" */
+void format_bandwidth(uint64_t bytes, double us, char *buf, size_t len);   /* "25.0 GiB/s"; "-" for none */
 void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* "lms-trace: ..." */
 /* Parses "TRACE -o OUT" style arguments: sets *trace and *output (NULL when not given);
  * returns 0, or 2 after printing a usage error. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define READ_CHUNK (1u << 16)
 #define MAX_DEPTH 64
@@ -24,6 +25,7 @@ struct json_reader {
     unsigned char buffer[READ_CHUNK];
     size_t have, at;           /* bytes in buffer, next one to read */
     uint64_t offset;           /* file offset of buffer[at] */
+    bool ended;                /* a read found the end of the input */
     jmp_buf on_error;
     char error[512];
     arena_block *arena;        /* the newest block first */
@@ -34,13 +36,45 @@ struct json_reader {
     size_t stack_len, stack_cap;
 };
 
-json_reader *json_open(const char *path, char *err, size_t err_len)
+/* Standard input, copied once into a temporary file, so that it can be read again. */
+static FILE *standard_input(char *err, size_t err_len)
 {
-    FILE *file = fopen(path, "rb");
+    static FILE *copy;
+    if (!copy) {
+        if (!(copy = tmpfile())) {
+            snprintf(err, err_len, "standard input: cannot keep a copy: %s", strerror(errno));
+            return NULL;
+        }
+        char chunk[READ_CHUNK];
+        for (size_t n; (n = fread(chunk, 1, sizeof chunk, stdin)) > 0;)
+            if (fwrite(chunk, 1, n, copy) != n) break;
+        if (ferror(stdin) || fflush(copy) != 0 || ferror(copy)) {
+            snprintf(err, err_len, "standard input: cannot keep a copy: %s", strerror(errno));
+            fclose(copy);
+            copy = NULL;
+            return NULL;
+        }
+    }
+    int fd = dup(fileno(copy));
+    FILE *file = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!file) {
-        snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        snprintf(err, err_len, "standard input: %s", strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
+    rewind(file);
+    return file;
+}
+
+json_reader *json_open(const char *path, char *err, size_t err_len)
+{
+    bool from_stdin = strcmp(path, "-") == 0;
+    FILE *file = from_stdin ? standard_input(err, err_len) : fopen(path, "rb");
+    if (!file) {
+        if (!from_stdin) snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (from_stdin) path = "standard input";
     json_reader *reader = calloc(1, sizeof *reader);
     if (!reader || !(reader->path = strdup(path))) {
         snprintf(err, err_len, "%s: out of memory", path);
@@ -68,6 +102,9 @@ void json_close(json_reader *reader)
 }
 
 jmp_buf *json_catch(json_reader *reader) { return &reader->on_error; }
+bool json_ended(const json_reader *reader) { return reader->ended; }
+uint64_t json_offset(const json_reader *reader) { return reader->offset; }
+const char *json_path(const json_reader *reader) { return reader->path; }
 const char *json_error(const json_reader *reader) { return reader->error; }
 
 void json_fail(json_reader *reader, const char *fmt, ...)
@@ -118,6 +155,7 @@ static int peek_raw(json_reader *reader)
         reader->at = 0;
         if (reader->have == 0) {
             if (ferror(reader->file)) json_fail(reader, "read error: %s", strerror(errno));
+            reader->ended = true;
             return -1;
         }
     }

@@ -27,13 +27,18 @@ struct json_value {
 
 typedef struct json_reader json_reader;
 
-/* NULL with a message in err when the file cannot be opened. */
+/* NULL with a message in err when the file cannot be opened. "-" is standard input, kept in a
+ * temporary file so that it can be opened again. */
 json_reader *json_open(const char *path, char *err, size_t err_len);
 void json_close(json_reader *reader);
 
 /* Where errors return: use as  if (setjmp(*json_catch(reader))) { report json_error(reader) } */
 jmp_buf *json_catch(json_reader *reader);
 const char *json_error(const json_reader *reader);
+/* Whether a read found the end of the input: after an error, the input was cut short. */
+bool json_ended(const json_reader *reader);
+uint64_t json_offset(const json_reader *reader);   /* bytes consumed */
+const char *json_path(const json_reader *reader);  /* as errors name it */
 /* Stops with a message about the input at the current offset. */
 _Noreturn void json_fail(json_reader *reader, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -1,6 +1,8 @@
 /* lms-trace: reads the traces liblms writes (LMS_TRACE=FILE). */
 #include "tools/commands.h"
 
+#include "preload/version.h"
+
 #include <stdbool.h>
 
 #include <errno.h>
@@ -10,21 +12,48 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define TRACE_ARGUMENT "TRACE is a file liblms wrote (LMS_TRACE=FILE), or - for standard input."
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *usage;
+    const char *purpose;
+    const char *help;
 } commands[] = {
-    { "summary", command_summary, "summary TRACE                     peaks, swap traffic and top call sites" },
-    { "plot", command_plot, "plot TRACE -o OUT.svg             memory timeline as SVG" },
-    { "export", command_export, "export --memory-viz TRACE -o OUT.pickle   PyTorch memory snapshot" },
-    { "tune", command_tune, "tune TRACE                        replay the uses over a grid of settings" },
+    { "summary", command_summary, "summary TRACE", "the run's figures in one table",
+      "Prints the settings, how the process ended, peak demanded against the soft limit, swap\n"
+      "traffic and bandwidth, restore stalls, evictions by reason, out-of-memory errors with the\n"
+      "largest live allocations their dumps list, and the top call sites by bytes allocated and\n"
+      "by swap traffic: function, file and line where the program's debug information is at\n"
+      "hand (its file unchanged since the run), else as recorded." },
+    { "plot", command_plot, "plot TRACE -o OUT.svg", "memory timeline as SVG",
+      "Draws one panel per device: demanded, resident and host bytes, the soft limit, swap\n"
+      "activity, restore stalls, out-of-memory errors and dumps, and where a trace stops early.\n"
+      "-o OUT.svg   the file to write (written whole or not at all)" },
+    { "export", command_export, "export --memory-viz TRACE -o OUT.pickle", "a PyTorch memory snapshot",
+      "Writes the trace as torch.cuda.memory._snapshot() would, for pytorch.org/memory_viz and\n"
+      "torch.cuda._memory_viz: allocations and frees with their frames, swaps as segments unmapped\n"
+      "and mapped again, out-of-memory errors; times from the epoch.\n"
+      "-o OUT.pickle   the file to write (written whole or not at all)" },
+    { "tune", command_tune, "tune TRACE [--threshold-kb N,...] [--exclude-mb N,...] [--policy NAME,...]",
+      "replay the run for other settings and recommend one",
+      "Replays the recorded launches (LMS_TRACE_USES=1) through liblms's own policies for a grid\n"
+      "of settings and predicts each one's swap traffic and stall time. By default the grid keeps\n"
+      "at least the headroom it prints outside the cache (the CUDA context, the libraries' kernels\n"
+      "and workspaces, other processes: memory liblms does not see); values given here are tried\n"
+      "as given.\n"
+      "--threshold-kb N,...   LMS_THRESHOLD_KB values (KiB)\n"
+      "--exclude-mb N,...     LMS_EXCLUDE_MB values (MiB)\n"
+      "--policy NAME,...      policies (default: every one)" },
 };
+#define COMMAND_COUNT (sizeof commands / sizeof *commands)
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: lms-trace COMMAND ...\n");
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) fprintf(to, "  lms-trace %s\n", commands[i].usage);
+    fprintf(to, "usage: lms-trace COMMAND [--help] ...\n       lms-trace --version\n\ncommands:\n");
+    for (size_t i = 0; i < COMMAND_COUNT; i++) fprintf(to, "  %-9s %s\n", commands[i].name, commands[i].purpose);
+    fprintf(to, "\n%s\nlms-trace COMMAND --help says more.\n", TRACE_ARGUMENT);
 }
 
 void print_error(const char *fmt, ...)
@@ -45,6 +74,14 @@ void format_bytes(uint64_t bytes, char *buf, size_t len)
     while (v >= 1024 && unit + 1 < sizeof units / sizeof *units) v /= 1024, unit++;
     if (unit == 0) snprintf(buf, len, "%ju B", (uintmax_t)bytes);
     else snprintf(buf, len, "%.1f %s", v, units[unit]);
+}
+
+void format_bandwidth(uint64_t bytes, double us, char *buf, size_t len)
+{
+    if (bytes == 0 || us <= 0) { snprintf(buf, len, "-"); return; }
+    char size[32];
+    format_bytes((uint64_t)((double)bytes / us * 1e6), size, sizeof size);
+    snprintf(buf, len, "%s/s", size);
 }
 
 int parse_trace_and_output(int argc, char **argv, const char *usage_line, const char **trace, const char **output)
@@ -101,14 +138,27 @@ int output_finish(output *out, int ok)
     return status;
 }
 
+static bool asks_for_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) { usage(stderr); return 2; }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) { usage(stdout); return 0; }
+    if (strcmp(argv[1], "--version") == 0) { printf("lms-trace (liblms) %s\n", LMS_VERSION); return 0; }
+    for (size_t i = 0; i < COMMAND_COUNT; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        if (asks_for_help(argc - 1, argv + 1)) {
+            printf("usage: lms-trace %s\n%s\n\n%s\n%s\n", commands[i].usage, commands[i].purpose, commands[i].help,
+                   TRACE_ARGUMENT);
+            return 0;
+        }
+        return commands[i].run(argc - 1, argv + 1);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     print_error("unknown command '%s'", argv[1]);
     usage(stderr);
     return 2;

@@ -1,11 +1,14 @@
 /* lms-trace export --memory-viz: PyTorch's memory snapshot (torch.cuda.memory._snapshot()),
- * which pytorch.org/memory_viz opens.
+ * which pytorch.org/memory_viz and torch.cuda._memory_viz read.
  *
  *   {"segments": [Segment], "device_traces": [[TraceEntry] per device]}
  * Each liblms allocation is its own segment holding one block (liblms gives every
  * allocation its own mapping); `segments` are those still live at the end of the trace.
- * Trace entries: segment_alloc + alloc at an allocation, free_requested + free_completed +
- * segment_free at a free, oom at an out-of-memory. Swaps have no counterpart in the format. */
+ * Trace entries: segment_alloc + alloc at an allocation; free_requested + free_completed +
+ * segment_free at a free; segment_unmap when an eviction takes its device memory, segment_map
+ * when it is back (swapped in, used, or evicted again), so that the viewer's cached-memory
+ * timeline shows what is on the device; oom at an out-of-memory error. Times are
+ * microseconds since the epoch, as PyTorch records them. */
 #include "tools/commands.h"
 #include "tools/pickle.h"
 #include "tools/trace_read.h"
@@ -14,11 +17,17 @@
 #include <string.h>
 #include <uthash.h>
 
+typedef struct frame {
+    char *filename, *name;
+    int line;
+} frame;
+
 typedef struct live {
     uint64_t key[2];              /* device, address */
     uint64_t bytes, stream;
+    bool mapped;                  /* its device memory is there (pass 2) */
     size_t frame_count;
-    char **frames;
+    frame *frames;                /* pass 1: to describe the segments live at the end */
     UT_hash_handle hh;
 } live;
 
@@ -26,6 +35,7 @@ typedef struct {
     int pass;                     /* 1: live allocations at the end; 2: the trace of one device */
     int device;
     int max_device;
+    uint64_t epoch_us;
     live *lives;
     FILE *out;
     bool failed;
@@ -33,88 +43,163 @@ typedef struct {
 
 static void free_live(live *l)
 {
-    for (size_t i = 0; i < l->frame_count; i++) free(l->frames[i]);
+    for (size_t i = 0; i < l->frame_count; i++) {
+        free(l->frames[i].filename);
+        free(l->frames[i].name);
+    }
     free(l->frames);
     free(l);
 }
 
-/* A frame "symbol+0x1f (libfoo.so)" as {"filename": "libfoo.so", "line": 0, "name": "symbol+0x1f"}. */
-static void write_frame(FILE *f, const char *frame)
+/* Frame i of an event as PyTorch's {filename, line, name}: from the program's symbols and
+ * lines where they are at hand, else from the recorded "symbol+0x1f (libfoo.so)" (line 0). */
+static frame event_frame(const trace_event *ev, size_t i, char *filename, size_t filename_len, char *name,
+                         size_t name_len)
 {
-    char name[256], object[256];
-    const char *open = strrchr(frame, '(');
-    if (open && open > frame && open[-1] == ' ') {
-        snprintf(name, sizeof name, "%.*s", (int)(open - frame - 1), frame);
-        snprintf(object, sizeof object, "%.*s", (int)strcspn(open + 1, ")"), open + 1);
-    } else {
-        snprintf(name, sizeof name, "%s", frame);
-        snprintf(object, sizeof object, "%.*s", (int)strcspn(frame, "+"), frame);
+    symbol found;
+    if (trace_frame_symbol(ev, i, &found)) {
+        snprintf(filename, filename_len, "%s", found.file ? found.file : "??");
+        snprintf(name, name_len, "%s", found.function);
+        return (frame){ filename, name, found.line };
     }
+    const char *recorded = trace_frame_recorded(ev, i), *open = strrchr(recorded, '(');
+    if (open && open > recorded && open[-1] == ' ') {
+        snprintf(name, name_len, "%.*s", (int)(open - recorded - 1), recorded);
+        snprintf(filename, filename_len, "%.*s", (int)strcspn(open + 1, ")"), open + 1);
+    } else {
+        snprintf(name, name_len, "%s", recorded);
+        snprintf(filename, filename_len, "%.*s", (int)strcspn(recorded, "+"), recorded);
+    }
+    return (frame){ filename, name, 0 };
+}
+
+static void write_frame(FILE *f, const frame *fr)
+{
     pickle_dict_begin(f);
-    pickle_string(f, "filename"); pickle_string(f, object);
-    pickle_string(f, "line"); pickle_int(f, 0);
-    pickle_string(f, "name"); pickle_string(f, name);
+    pickle_string(f, "filename"); pickle_string(f, fr->filename);
+    pickle_string(f, "line"); pickle_int(f, fr->line);
+    pickle_string(f, "name"); pickle_string(f, fr->name);
     pickle_dict_end(f);
 }
 
-static void write_json_frames(FILE *f, const json_value *frames)
+static void write_event_frames(FILE *f, const trace_event *ev)
 {
     pickle_list_begin(f);
-    for (size_t i = 0; frames && i < frames->count; i++)
-        if (frames->items[i].type == JSON_STRING) write_frame(f, frames->items[i].text);
+    for (size_t i = 0; ev && ev->frames && i < ev->frames->count; i++) {
+        char filename[1024], name[512];
+        frame fr = event_frame(ev, i, filename, sizeof filename, name, sizeof name);
+        write_frame(f, &fr);
+    }
     pickle_list_end(f);
 }
 
-static void write_entry(FILE *f, const char *action, const trace_event *ev, const json_value *frames)
+/* One trace entry; `frames_of` gives its frames (NULL: none). */
+static void write_entry(export *x, const char *action, double ts_us, uint64_t addr, uint64_t bytes, uint64_t stream,
+                        const trace_event *frames_of)
 {
+    FILE *f = x->out;
     pickle_dict_begin(f);
     pickle_string(f, "action"); pickle_string(f, action);
-    if (ev->kind != TRACE_OOM) { pickle_string(f, "addr"); pickle_int(f, (int64_t)ev->addr); }
-    pickle_string(f, "size"); pickle_int(f, (int64_t)ev->bytes);
-    pickle_string(f, "stream"); pickle_int(f, (int64_t)ev->stream);
-    pickle_string(f, "time_us"); pickle_int(f, (int64_t)ev->ts_us);
-    if (ev->kind == TRACE_OOM) { pickle_string(f, "device_free"); pickle_int(f, 0); }
-    pickle_string(f, "frames"); write_json_frames(f, frames);
+    pickle_string(f, "addr"); pickle_int(f, (int64_t)addr);
+    pickle_string(f, "size"); pickle_int(f, (int64_t)bytes);
+    pickle_string(f, "stream"); pickle_int(f, (int64_t)stream);
+    pickle_string(f, "time_us"); pickle_int(f, (int64_t)(x->epoch_us + (uint64_t)ts_us));
+    if (strcmp(action, "oom") == 0) { pickle_string(f, "device_free"); pickle_int(f, 0); }
+    pickle_string(f, "frames"); write_event_frames(f, frames_of);
     pickle_dict_end(f);
 }
 
-static int on_event(void *ctx, const trace_event *ev)
+static live *find(export *x, int device, uint64_t addr)
 {
-    export *x = ctx;
-    if (ev->kind != TRACE_ALLOC && ev->kind != TRACE_FREE && ev->kind != TRACE_OOM) return 0;
-    if (x->pass == 2) {
-        if (ev->device != x->device) return 0;
-        if (ev->kind == TRACE_ALLOC) {
-            write_entry(x->out, "segment_alloc", ev, ev->frames);
-            write_entry(x->out, "alloc", ev, ev->frames);
-        } else if (ev->kind == TRACE_FREE) {
-            write_entry(x->out, "free_requested", ev, NULL);
-            write_entry(x->out, "free_completed", ev, NULL);
-            write_entry(x->out, "segment_free", ev, NULL);
-        } else {
-            write_entry(x->out, "oom", ev, NULL);
-        }
-        return 0;
-    }
-    if (ev->device > x->max_device) x->max_device = ev->device;
-    uint64_t key[2] = { (uint64_t)ev->device, ev->addr };
+    uint64_t key[2] = { (uint64_t)device, addr };
     live *l;
     HASH_FIND(hh, x->lives, key, sizeof key, l);
+    return l;
+}
+
+/* Pass 1 keeps every allocation with its frames; pass 2 only what mapping needs. */
+static int remember(export *x, const trace_event *ev)
+{
+    live *l = find(x, ev->device, ev->addr);
     if (l) { HASH_DEL(x->lives, l); free_live(l); }
-    if (ev->kind != TRACE_ALLOC) return 0;
-    size_t count = ev->frames ? ev->frames->count : 0;
+    size_t count = x->pass == 1 && ev->frames ? ev->frames->count : 0;
     if (!(l = calloc(1, sizeof *l)) || (count && !(l->frames = calloc(count, sizeof *l->frames)))) {
         free(l);
         x->failed = true;
         return -1;
     }
-    memcpy(l->key, key, sizeof key);
+    l->key[0] = (uint64_t)ev->device;
+    l->key[1] = ev->addr;
     l->bytes = ev->bytes;
     l->stream = ev->stream;
-    for (size_t i = 0; i < count; i++)
-        if (ev->frames->items[i].type == JSON_STRING && (l->frames[l->frame_count] = strdup(ev->frames->items[i].text)))
-            l->frame_count++;
+    l->mapped = true;
+    for (size_t i = 0; i < count; i++) {
+        char filename[1024], name[512];
+        frame fr = event_frame(ev, i, filename, sizeof filename, name, sizeof name);
+        l->frames[i] = (frame){ strdup(filename), strdup(name), fr.line };
+        if (l->frames[i].filename && l->frames[i].name) l->frame_count = i + 1;
+        else { x->failed = true; free(l->frames[i].filename); free(l->frames[i].name); break; }
+    }
     HASH_ADD(hh, x->lives, key, sizeof l->key, l);
+    return x->failed ? -1 : 0;
+}
+
+static void map(export *x, live *l, double ts_us)
+{
+    if (l->mapped) return;
+    write_entry(x, "segment_map", ts_us, l->key[1], l->bytes, l->stream, NULL);
+    l->mapped = true;
+}
+
+static void trace_device(export *x, const trace_event *ev)
+{
+    live *l = ev->kind == TRACE_OOM || ev->kind == TRACE_LAUNCH ? NULL : find(x, ev->device, ev->addr);
+    switch (ev->kind) {
+    case TRACE_ALLOC:
+        write_entry(x, "segment_alloc", ev->ts_us, ev->addr, ev->bytes, ev->stream, ev);
+        write_entry(x, "alloc", ev->ts_us, ev->addr, ev->bytes, ev->stream, ev);
+        remember(x, ev);
+        break;
+    case TRACE_FREE: {
+        uint64_t stream = l ? l->stream : 0;
+        write_entry(x, "free_requested", ev->ts_us, ev->addr, ev->bytes, stream, ev);
+        write_entry(x, "free_completed", ev->ts_us, ev->addr, ev->bytes, stream, ev);
+        write_entry(x, "segment_free", ev->ts_us, ev->addr, ev->bytes, stream, ev);
+        if (l) { HASH_DEL(x->lives, l); free_live(l); }
+        break;
+    }
+    case TRACE_EVICT:
+        if (!l) break;
+        map(x, l, ev->ts_us);      /* restored without a copy since its last eviction */
+        write_entry(x, "segment_unmap", ev->ts_us, l->key[1], l->bytes, l->stream, NULL);
+        l->mapped = false;
+        break;
+    case TRACE_SWAP_IN:
+        if (l) map(x, l, ev->ts_us);
+        break;
+    case TRACE_LAUNCH:
+        for (size_t i = 0; i < ev->uses->count; i++) {
+            uint64_t addr;
+            if (json_as_u64(&ev->uses->items[i], &addr) && (l = find(x, x->device, addr))) map(x, l, ev->ts_us);
+        }
+        break;
+    case TRACE_OOM: write_entry(x, "oom", ev->ts_us, 0, ev->bytes, 0, NULL); break;
+    default: break;
+    }
+}
+
+static int on_event(void *ctx, const trace_event *ev)
+{
+    export *x = ctx;
+    if (x->pass == 2) {
+        if (ev->device == x->device || ev->kind == TRACE_LAUNCH) trace_device(x, ev);
+        return x->failed ? -1 : 0;
+    }
+    if (ev->kind != TRACE_ALLOC && ev->kind != TRACE_FREE) return 0;
+    if (ev->device > x->max_device) x->max_device = ev->device;
+    if (ev->kind == TRACE_ALLOC) return remember(x, ev);
+    live *l = find(x, ev->device, ev->addr);
+    if (l) { HASH_DEL(x->lives, l); free_live(l); }
     return 0;
 }
 
@@ -141,11 +226,17 @@ static void write_segment(FILE *f, const live *l)
     pickle_string(f, "state"); pickle_string(f, "active_allocated");
     pickle_string(f, "frames");
     pickle_list_begin(f);
-    for (size_t i = 0; i < l->frame_count; i++) write_frame(f, l->frames[i]);
+    for (size_t i = 0; i < l->frame_count; i++) write_frame(f, &l->frames[i]);
     pickle_list_end(f);
     pickle_dict_end(f);
     pickle_list_end(f);
     pickle_dict_end(f);
+}
+
+static void forget_all(export *x)
+{
+    live *l, *tmp;
+    HASH_ITER(hh, x->lives, l, tmp) { HASH_DEL(x->lives, l); free_live(l); }
 }
 
 static const char usage[] = "export --memory-viz TRACE -o OUT.pickle";
@@ -163,12 +254,16 @@ int command_export(int argc, char **argv)
     if (!output_path) { print_error("export: no output file (-o OUT.pickle)"); return 2; }
 
     export x = { .pass = 1, .max_device = -1 };
-    trace_settings settings;
+    trace_info info;
     char err[600] = "";
-    if (trace_read(path, &settings, on_event, &x, err, sizeof err) != 0 || x.failed) {
+    if (trace_read(path, &info, on_event, &x, err, sizeof err) != 0 || x.failed) {
         print_error("%s", err[0] ? err : "out of memory");
         status = 1;
     }
+    char note[512];
+    trace_ending_note(&info, note, sizeof note);
+    if (!status && note[0]) print_error("warning: %s", note);
+    x.epoch_us = info.epoch_start_us;
     output out;
     if (!status && (status = output_start(&out, output_path, path)) == 0) {
         x.out = out.file;
@@ -178,15 +273,17 @@ int command_export(int argc, char **argv)
         pickle_list_begin(x.out);
         for (live *l = x.lives; l; l = l->hh.next) write_segment(x.out, l);
         pickle_list_end(x.out);
+        forget_all(&x);
         pickle_string(x.out, "device_traces");
         pickle_list_begin(x.out);
         x.pass = 2;
         for (x.device = 0; x.device <= x.max_device && !status; x.device++) {
             pickle_list_begin(x.out);
-            if (trace_read(path, &settings, on_event, &x, err, sizeof err) != 0) {
-                print_error("%s", err);
+            if (trace_read(path, &info, on_event, &x, err, sizeof err) != 0 || x.failed) {
+                print_error("%s", err[0] ? err : "out of memory");
                 status = 1;
             }
+            forget_all(&x);
             pickle_list_end(x.out);
         }
         pickle_list_end(x.out);
@@ -194,7 +291,6 @@ int command_export(int argc, char **argv)
         pickle_stop(x.out);
         status = output_finish(&out, !status);
     }
-    live *l, *tmp;
-    HASH_ITER(hh, x.lives, l, tmp) { HASH_DEL(x.lives, l); free_live(l); }
+    forget_all(&x);
     return status;
 }

@@ -1,13 +1,14 @@
 # Trace tools: lms-trace (reads the traces liblms writes) and lms-run (runs a program under
 # liblms). The trace writer itself (preload/trace.c, preload/stack.c) is linked into liblms.so
 # by preload/module.mk; here it is linked into the test workload that writes scripted traces.
-TRACE_OBJS := $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o
+TRACE_OBJS := $(addprefix $(BUILD)/preload/,trace.o stack.o signals.o output_file.o)
 
-LMS_TRACE_OBJS := $(addprefix $(BUILD)/tools/,lms-trace.o json.o trace_read.o summary.o plot.o \
+LMS_TRACE_OBJS := $(addprefix $(BUILD)/tools/,lms-trace.o json.o trace_read.o symbols.o summary.o plot.o \
                     memviz.o pickle.o tune.o)
 
+# libdw (elfutils, Debian's libdw-dev) reads the symbols and lines of the traced program.
 $(BUILD)/tools/lms-trace: $(LMS_TRACE_OBJS) $(BUILD)/policy/libpolicy.a
-	$(CC) $(LDFLAGS) -o $@ $^ -lm
+	$(CC) $(LDFLAGS) -o $@ $^ -ldw -lelf -lm
 
 $(BUILD)/tools/lms-run: tools/lms-run
 	@mkdir -p $(@D)
@@ -21,7 +22,7 @@ $(BUILD)/tests/trace_workload: $(BUILD)/tests/trace_workload.o $(TRACE_OBJS)
 # workload and the tools from the build directory.
 TOOLS_TEST_SCRIPTS := $(filter-out tests/tools_tap.py,$(wildcard tests/trace_*.py tests/tools_*.py))
 TOOLS_TEST_DEPS    := tests/tools_tap.py $(BUILD)/tests/trace_workload $(BUILD)/tools/lms-trace \
-                      $(BUILD)/tools/lms-run
+                      $(BUILD)/tools/lms-run $(BUILD)/preload/options.tsv
 $(BUILD)/tests/trace_%.t: tests/trace_%.py $(TOOLS_TEST_DEPS)
 	@mkdir -p $(@D)
 	cp $< $@ && chmod 0755 $@
@@ -30,6 +31,8 @@ $(BUILD)/tests/tools_%.t: tests/tools_%.py $(TOOLS_TEST_DEPS)
 	cp $< $@ && chmod 0755 $@
 # tune against the library: the run is liblms's own test program on the simulated GPU.
 $(BUILD)/tests/tools_replay.t: $(BUILD)/tests/lms_workload
+# liblms's statistics and echo, on the simulated GPU.
+$(BUILD)/tests/tools_stats.t: $(BUILD)/tests/lms_workload $(LIBLMS)
 
 ALL_TARGETS += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(TRACE_OBJS)
 INSTALL_BIN += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run

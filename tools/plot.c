@@ -1,7 +1,9 @@
 /* lms-trace plot: a memory timeline as a self-contained SVG.
  *
  * One panel per device: demanded, resident and host bytes as step lines, the soft limit
- * dashed, and two strips below for swap activity (out and in; darker = busier copy engine).
+ * dashed over them, markers for out-of-memory errors and dumps, and three strips below for
+ * swap activity (out and in) and restore stalls (darker = busier). A trace that stops early is
+ * marked where it stops.
  * The trace is read twice (time range, then values) and every series is reduced to one
  * maximum per pixel column, so memory stays bounded whatever the length of the trace. */
 #include "tools/commands.h"
@@ -16,24 +18,31 @@
 #define MAX_PANELS 8
 #define WIDTH 1080
 #define LEFT 90
-#define PANEL_HEIGHT 300
+#define PANEL_HEIGHT 330
 #define PLOT_HEIGHT 220
-#define TOP 60
+#define TOP 84
 
-enum { DEMANDED, RESIDENT, HOST, SOFT_LIMIT, SERIES };
-static const char *const series_names[SERIES] = { "demanded", "resident", "host", "soft limit" };
-static const char *const series_colors[SERIES] = { "#d95f02", "#1b9e77", "#7570b3", "#e7298a" };
+/* Drawn in this order, each over the ones before: demanded widest, so that resident stays
+ * visible on it, and the soft limit thin and dashed on top, so that neither hides the other. */
+enum { DEMANDED, HOST, RESIDENT, SOFT_LIMIT, SERIES };
+static const char *const series_names[SERIES] = { "demanded", "host", "resident", "soft limit" };
+static const char *const series_colors[SERIES] = { "#d95f02", "#7570b3", "#1b9e77", "#e7298a" };
+static const double series_widths[SERIES] = { 5, 2, 2.5, 1.5 };
+enum { STRIP_OUT, STRIP_IN, STRIP_STALL, STRIPS };
 
 typedef struct {
     bool seen;
     uint64_t value[SERIES][COLUMNS];       /* max in the column */
     bool has[COLUMNS];
-    double busy_us[2][COLUMNS];            /* swap out, swap in */
+    double busy_us[STRIPS][COLUMNS];
+    bool oom[COLUMNS], dump[COLUMNS];
 } panel;
 
 typedef struct {
     int pass;
     double end_us;
+    bool dumps[COLUMNS];                   /* process-wide: shown on every panel */
+    double stall_us[COLUMNS];
     uint64_t max_bytes;
     int devices[MAX_PANELS];               /* device of each panel */
     int panel_count;
@@ -55,14 +64,14 @@ static int column_of(const plot *p, double us)
     return c < 0 ? 0 : c >= COLUMNS ? COLUMNS - 1 : c;
 }
 
-static void add_busy(plot *p, panel *pan, int dir, double start, double dur)
+static void add_busy(const plot *p, double *busy_us, double start, double dur)
 {
     double column_us = p->end_us / COLUMNS;
     if (column_us <= 0) return;
     for (int c = column_of(p, start); c < COLUMNS; c++) {
         double lo = c * column_us, hi = lo + column_us;
         double overlap = fmin(hi, start + dur) - fmax(lo, start);
-        if (overlap > 0) pan->busy_us[dir][c] += overlap;
+        if (overlap > 0) busy_us[c] += overlap;
         if (start + dur <= hi) break;
     }
 }
@@ -70,11 +79,14 @@ static void add_busy(plot *p, panel *pan, int dir, double start, double dur)
 static int on_event(void *ctx, const trace_event *ev)
 {
     plot *p = ctx;
-    if (ev->kind != TRACE_COUNTERS && ev->kind != TRACE_SWAP_OUT && ev->kind != TRACE_SWAP_IN) return 0;
+    if (p->pass == 2 && ev->kind == TRACE_DUMP) p->dumps[column_of(p, ev->ts_us)] = true;
+    if (p->pass == 2 && ev->kind == TRACE_STALL) add_busy(p, p->stall_us, ev->ts_us, ev->dur_us);
+    if (ev->kind != TRACE_COUNTERS && ev->kind != TRACE_SWAP_OUT && ev->kind != TRACE_SWAP_IN && ev->kind != TRACE_OOM)
+        return 0;
     if (p->pass == 1) {
-        if (ev->ts_us + ev->dur_us > p->end_us) p->end_us = ev->ts_us + ev->dur_us;
         if (ev->kind == TRACE_COUNTERS) {
-            uint64_t values[] = { ev->demanded, ev->resident_bytes, ev->host, ev->soft_limit };
+            uint64_t values[SERIES] = { [DEMANDED] = ev->demanded, [HOST] = ev->host, [RESIDENT] = ev->resident_bytes,
+                                      [SOFT_LIMIT] = ev->soft_limit };
             for (int s = 0; s < SERIES; s++) if (values[s] > p->max_bytes) p->max_bytes = values[s];
         }
         panel_of(p, ev->device);
@@ -86,12 +98,15 @@ static int on_event(void *ctx, const trace_event *ev)
     pan->seen = true;
     if (ev->kind == TRACE_COUNTERS) {
         int c = column_of(p, ev->ts_us);
-        uint64_t values[] = { ev->demanded, ev->resident_bytes, ev->host, ev->soft_limit };
+        uint64_t values[SERIES] = { [DEMANDED] = ev->demanded, [HOST] = ev->host, [RESIDENT] = ev->resident_bytes,
+                                      [SOFT_LIMIT] = ev->soft_limit };
         for (int s = 0; s < SERIES; s++)
             if (!pan->has[c] || values[s] > pan->value[s][c]) pan->value[s][c] = values[s];
         pan->has[c] = true;
+    } else if (ev->kind == TRACE_OOM) {
+        pan->oom[column_of(p, ev->ts_us)] = true;
     } else {
-        add_busy(p, pan, ev->kind == TRACE_SWAP_IN, ev->ts_us, ev->dur_us);
+        add_busy(p, pan->busy_us[ev->kind == TRACE_SWAP_IN ? STRIP_IN : STRIP_OUT], ev->ts_us, ev->dur_us);
     }
     return 0;
 }
@@ -117,9 +132,17 @@ static void xml_text(FILE *f, const char *s)
     }
 }
 
-static void draw_panel(FILE *f, const plot *p, int index, const panel *pan)
+/* A marker above the plot at x, in a row of its own: a small triangle with a tooltip. */
+static void draw_marker(FILE *f, double x, int row, const char *color, const char *what)
 {
-    double top = TOP + index * PANEL_HEIGHT, plot_w = WIDTH - LEFT - 30;
+    fprintf(f, "<path d=\"M%.1f,%d l-5,-8 h10 z\" fill=\"%s\"><title>%s</title></path>", x, -1 - 9 * row, color, what);
+    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"0\" y2=\"%d\" stroke=\"%s\" stroke-opacity=\"0.35\"/>\n", x, x,
+            PLOT_HEIGHT, color);
+}
+
+static void draw_panel(FILE *f, const plot *p, int index, const panel *pan, const char *stop_note)
+{
+    double top = TOP + index * PANEL_HEIGHT, plot_w = WIDTH - LEFT - 40;
     bool gib = p->max_bytes >= (2ull << 30);
     double unit = gib ? 1073741824.0 : 1048576.0, y_max = p->max_bytes / unit * 1.08;
     if (y_max <= 0) y_max = 1;
@@ -128,70 +151,91 @@ static void draw_panel(FILE *f, const plot *p, int index, const panel *pan)
     bool seconds = p->end_us >= 2e6;
     double t_unit = seconds ? 1e6 : 1e3, t_max = p->end_us / t_unit;
     double t_step = nice_step(t_max > 0 ? t_max : 1, 8);
+    double column_w = plot_w / COLUMNS;
 
     fprintf(f, "<g transform=\"translate(%d,%.0f)\">\n", LEFT, top);
-    fprintf(f, "<text x=\"0\" y=\"-12\" class=\"panel\">GPU %d</text>\n", p->devices[index]);
+    fprintf(f, "<text x=\"0\" y=\"-24\" class=\"panel\">GPU %d</text>\n", p->devices[index]);
     fprintf(f, "<rect width=\"%.0f\" height=\"%d\" class=\"frame\"/>\n", plot_w, PLOT_HEIGHT);
     for (double v = 0; v <= y_max + y_step / 2; v += y_step) {
         double y = PLOT_HEIGHT - v / y_max * PLOT_HEIGHT;
         fprintf(f, "<line x1=\"0\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", plot_w, y, y);
-        fprintf(f, "<text x=\"-8\" y=\"%.1f\" class=\"ytick\">%g %s</text>\n", y + 4, v, gib ? "GiB" : "MiB");
+        fprintf(f, "<text x=\"-8\" y=\"%.1f\" class=\"ytick\">%g</text>\n", y + 4, v);
     }
-    for (double t = 0; t <= t_max + t_step / 2 && t_max > 0; t += t_step) {
-        double x = t / t_max * plot_w;
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"xtick\">%g %s</text>\n", x, PLOT_HEIGHT + 52, t,
-                seconds ? "s" : "ms");
+    fprintf(f, "<text transform=\"translate(-62,%d) rotate(-90)\" class=\"axis\">device memory (%s)</text>\n",
+            PLOT_HEIGHT / 2, gib ? "GiB" : "MiB");
+    /* Ticks inside the time range only; the last label ends at the frame rather than past it. */
+    for (int i = 0; t_max > 0 && i * t_step <= t_max * (1 + 1e-9); i++) {
+        double t = i * t_step, x = t / t_max * plot_w;
+        bool last = x > plot_w - 30;
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#888\"/>", x, x, PLOT_HEIGHT,
+                PLOT_HEIGHT + 4);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"xtick\"%s>%g</text>\n", x, PLOT_HEIGHT + 16,
+                last ? " text-anchor=\"end\"" : "", t);
     }
+    fprintf(f, "<text x=\"%.0f\" y=\"%d\" class=\"axis\">time since the trace started (%s)</text>\n", plot_w / 2,
+            PLOT_HEIGHT + 82, seconds ? "s" : "ms");
     /* Step lines: a column without a counter keeps the value before it. */
     for (int s = 0; s < SERIES; s++) {
-        fprintf(f, "<polyline class=\"%s\" points=\"", s == SOFT_LIMIT ? "limit" : "series");
+        fprintf(f, "<polyline class=\"%s\" stroke-width=\"%g\" points=\"", s == SOFT_LIMIT ? "limit" : "series",
+                series_widths[s]);
         bool started = false;
         uint64_t last = 0;
         for (int c = 0; c < COLUMNS; c++) {
             if (!pan->has[c] && !started) continue;
             uint64_t v = pan->has[c] ? pan->value[s][c] : last;
-            double x0 = c * plot_w / COLUMNS, x1 = (c + 1) * plot_w / COLUMNS;
             double y = PLOT_HEIGHT - v / unit / y_max * PLOT_HEIGHT;
-            fprintf(f, "%.1f,%.1f %.1f,%.1f ", x0, y, x1, y);
+            fprintf(f, "%.1f,%.1f %.1f,%.1f ", c * column_w, y, (c + 1) * column_w, y);
             started = true;
             last = v;
         }
         fprintf(f, "\" stroke=\"%s\"/>\n", series_colors[s]);
     }
-    /* Swap strips. */
-    static const char *const strip_names[2] = { "swap out", "swap in" };
-    static const char *const strip_colors[2] = { "#d95f02", "#1b9e77" };
+    for (int c = 0; c < COLUMNS; c++) {
+        if (pan->oom[c]) draw_marker(f, (c + 0.5) * column_w, 0, "#d7191c", "out of memory");
+        if (p->dumps[c]) draw_marker(f, (c + 0.5) * column_w, 1, "#2c7bb6", "dump of live allocations");
+    }
+    if (stop_note) {
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"0\" y2=\"%d\" class=\"stop\"/>", plot_w, plot_w, PLOT_HEIGHT);
+        fprintf(f, "<text x=\"%.1f\" y=\"14\" class=\"stoptext\">", plot_w - 6);
+        xml_text(f, stop_note);
+        fputs("</text>\n", f);
+    }
+    /* Strips: the share of each column the copy engines, or waiting calls, were busy. */
+    static const char *const strip_names[STRIPS] = { "swap out", "swap in", "stalls" };
+    static const char *const strip_colors[STRIPS] = { "#d95f02", "#1b9e77", "#d7191c" };
     double column_us = p->end_us / COLUMNS;
-    for (int dir = 0; dir < 2; dir++) {
-        double y = PLOT_HEIGHT + 8 + dir * 16;
-        fprintf(f, "<text x=\"-8\" y=\"%.0f\" class=\"ytick\">%s</text>", y + 11, strip_names[dir]);
-        fprintf(f, "<rect y=\"%.0f\" width=\"%.0f\" height=\"13\" class=\"strip\"/>\n", y, plot_w);
+    for (int strip = 0; strip < STRIPS; strip++) {
+        const double *busy_us = strip == STRIP_STALL ? p->stall_us : pan->busy_us[strip];
+        double y = PLOT_HEIGHT + 24 + strip * 15;
+        fprintf(f, "<text x=\"-8\" y=\"%.0f\" class=\"ytick\">%s</text>", y + 10, strip_names[strip]);
+        fprintf(f, "<rect y=\"%.0f\" width=\"%.0f\" height=\"12\" class=\"strip\"/>\n", y, plot_w);
         for (int c = 0; c < COLUMNS && column_us > 0; c++) {
-            double busy = fmin(1, pan->busy_us[dir][c] / column_us);
+            double busy = fmin(1, busy_us[c] / column_us);
             if (busy <= 0) continue;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.2f\" height=\"13\" fill=\"%s\" fill-opacity=\"%.2f\"/>",
-                    c * plot_w / COLUMNS, y, plot_w / COLUMNS, strip_colors[dir], 0.25 + 0.75 * busy);
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.2f\" height=\"12\" fill=\"%s\" fill-opacity=\"%.2f\"/>",
+                    c * column_w, y, column_w, strip_colors[strip], 0.25 + 0.75 * busy);
         }
         fputc('\n', f);
     }
     fprintf(f, "</g>\n");
 }
 
-static void draw(FILE *f, const plot *p, const trace_settings *settings, const char *path)
+static void draw(FILE *f, const plot *p, const trace_info *info, const char *path)
 {
     int height = TOP + p->panel_count * PANEL_HEIGHT + 30;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n", WIDTH, height, WIDTH, height);
-    fputs("<style>.frame{fill:#fff;stroke:#888}.grid{stroke:#e6e6e6}.series{fill:none;stroke-width:2}"
-          ".limit{fill:none;stroke-width:2;stroke-dasharray:8 5}.strip{fill:#f4f4f4}"
-          ".ytick{text-anchor:end;fill:#444}.xtick{text-anchor:middle;fill:#444}"
+    fputs("<style>.frame{fill:#fff;stroke:#888}.grid{stroke:#e6e6e6}.series{fill:none;stroke-linejoin:round}"
+          ".limit{fill:none;stroke-dasharray:7 4}.strip{fill:#f4f4f4}"
+          ".ytick{text-anchor:end;fill:#444}.xtick{text-anchor:middle;fill:#444}.axis{text-anchor:middle;fill:#222}"
+          ".stop{stroke:#000;stroke-width:2;stroke-dasharray:3 3}.stoptext{text-anchor:end;font-weight:bold}"
           ".title{font-size:17px;font-weight:bold}.panel{font-weight:bold}</style>\n", f);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", WIDTH, height);
     fputs("<text x=\"20\" y=\"28\" class=\"title\">liblms memory: ", f);
-    xml_text(f, settings->program);
-    fprintf(f, " (pid %ju, policy ", (uintmax_t)settings->pid);
-    xml_text(f, settings->policy);
+    xml_text(f, info->program);
+    fprintf(f, " (pid %ju, policy ", (uintmax_t)info->pid);
+    xml_text(f, info->policy);
     fputs(")</text>\n<text x=\"20\" y=\"46\" fill=\"#666\">", f);
     xml_text(f, path);
     fputs("</text>\n", f);
@@ -201,7 +245,12 @@ static void draw(FILE *f, const plot *p, const trace_settings *settings, const c
                    "<text x=\"%.0f\" y=\"28\">%s</text>\n", x, x + 24, series_colors[s],
                 s == SOFT_LIMIT ? " stroke-dasharray=\"6 4\"" : "", x + 30, series_names[s]);
     }
-    for (int i = 0; i < p->panel_count; i++) draw_panel(f, p, i, &p->panels[i]);
+    fprintf(f, "<path d=\"M%d,45 l-5,-8 h10 z\" fill=\"#d7191c\"/><text x=\"%d\" y=\"45\">out of memory</text>\n",
+            WIDTH - 365, WIDTH - 355);
+    fprintf(f, "<path d=\"M%d,45 l-5,-8 h10 z\" fill=\"#2c7bb6\"/><text x=\"%d\" y=\"45\">dump</text>\n", WIDTH - 250,
+            WIDTH - 240);
+    const char *stop = info->cut ? "trace cut here (process killed?)" : info->truncated ? "recording stopped (LMS_TRACE_MAX_MB)" : NULL;
+    for (int i = 0; i < p->panel_count; i++) draw_panel(f, p, i, &p->panels[i], stop);
     fputs("</svg>\n", f);
 }
 
@@ -213,20 +262,21 @@ int command_plot(int argc, char **argv)
     if (!output_path) { print_error("plot: no output file (-o OUT.svg)"); return 2; }
     plot *p = calloc(1, sizeof *p);
     if (!p) { print_error("out of memory"); return 1; }
-    trace_settings settings;
+    trace_info info;
     char err[600] = "";
     p->pass = 1;
-    if (trace_read(path, &settings, on_event, p, err, sizeof err) == 0) {
+    if (trace_read(path, &info, on_event, p, err, sizeof err) == 0) {
+        p->end_us = info.last_us;
         if (p->panel_count == 0) snprintf(err, sizeof err, "%s: no counter or swap events to plot", path);
         else if (!(p->panels = calloc((size_t)p->panel_count, sizeof *p->panels))) snprintf(err, sizeof err, "out of memory");
         p->pass = 2;
-        if (!err[0] && trace_read(path, &settings, on_event, p, err, sizeof err) != 0 && !err[0])
+        if (!err[0] && trace_read(path, &info, on_event, p, err, sizeof err) != 0 && !err[0])
             snprintf(err, sizeof err, "%s: read failed", path);
     }
     output out;
     if (err[0]) print_error("%s", err);
     else if ((status = output_start(&out, output_path, path)) == 0) {
-        draw(out.file, p, &settings, path);
+        draw(out.file, p, &info, path);
         status = output_finish(&out, 1);
     }
     free(p->panels);

@@ -4,10 +4,17 @@
  * evicted, and takes whole 2 MiB units of device memory, the VMM granularity); a smaller one
  * stays resident. Each device's cache holds its total memory minus LMS_EXCLUDE_MB. Creating an
  * allocation, or restoring one a launch uses, first evicts the victims the policy chooses
- * (never one the same launch uses). Swap traffic is the bytes of the allocations moved; the
- * stall is the restores' bytes over the swap-in bandwidth measured in the trace (or 55 GB/s,
- * pinned copies on an H100, when the run swapped nothing in). The whole grid is replayed in one
- * pass over the trace. */
+ * (never one the same launch uses); the policy hears of a launch's uses after its restores, as
+ * in the library. Every policy in lms_policy_names is replayed unless --policy names some. Swap
+ * traffic is the bytes of the allocations moved; the stall is the restores' bytes over the
+ * swap-in bandwidth measured in the trace (or 55 GB/s, pinned copies on an H100, when the run
+ * swapped nothing in). The whole grid is replayed in one pass over the trace.
+ *
+ * Less memory left out of the cache always replays as less traffic, since the replay cannot see
+ * the device memory liblms does not manage: the CUDA context, the kernels of the libraries
+ * loaded at their first use, cuBLAS's and cuDNN's own buffers, other processes. So by default
+ * the grid leaves out at least HEADROOM (1/16 of the device's memory when that is less), and
+ * the recommendation says so. */
 #include "tools/commands.h"
 #include "tools/trace_read.h"
 #include "policy/policy.h"
@@ -21,8 +28,9 @@
 #define GRANULARITY (2ull << 20)
 #define MAX_GRID 16
 #define MAX_VICTIMS 64
-#define DEFAULT_GBPS 55.0
+#define DEFAULT_GIBPS 51.2       /* 55 GB/s */
 #define MiB (1ull << 20)
+#define HEADROOM (1024 * MiB)
 
 typedef struct setting {
     const char *policy_name;
@@ -42,10 +50,10 @@ typedef struct allocation {
 typedef struct {
     int pass;
     uint64_t total[TRACE_MAX_DEVICES];        /* device memory, from lms.device */
+    uint64_t left_out[TRACE_MAX_DEVICES];     /* what the run left out of its cache */
     bool seen[TRACE_MAX_DEVICES];
     uint64_t recorded_out, recorded_in;
     double recorded_in_us;
-    bool truncated;
     setting *settings;
     size_t setting_count;
     allocation *allocations;
@@ -149,27 +157,37 @@ static void replay_free(replay *r, const trace_event *ev)
     free(a);
 }
 
+/* The cached allocation a launch used, on whichever device holds it; NULL for another. */
+static allocation *used_allocation(replay *r, const setting *s, const json_value *use)
+{
+    uint64_t addr;
+    allocation *a = NULL;
+    for (int dev = 0; dev < TRACE_MAX_DEVICES && !a && json_as_u64(use, &addr); dev++)
+        if (r->seen[dev]) a = find(r, dev, addr);
+    return a && cached(s, a->bytes) ? a : NULL;
+}
+
+/* As the library does: first every evicted allocation the launch uses is restored (making room
+ * never evicts another it uses), then the policy is told of each use. */
 static void replay_launch(replay *r, const trace_event *ev)
 {
     r->keep = ev->uses;
     for (size_t si = 0; si < r->setting_count; si++) {
         setting *s = &r->settings[si];
         for (size_t i = 0; i < ev->uses->count; i++) {
-            uint64_t addr;
-            allocation *a = NULL;
-            for (int dev = 0; dev < TRACE_MAX_DEVICES && !a && json_as_u64(&ev->uses->items[i], &addr); dev++)
-                if (r->seen[dev]) a = find(r, dev, addr);
-            if (!a || !cached(s, a->bytes)) continue;
+            allocation *a = used_allocation(r, s, &ev->uses->items[i]);
+            if (!a || !a->evicted[si]) continue;
             int dev = (int)a->key[0];
-            if (a->evicted[si]) {
-                if (!make_room(r, si, dev, charge(s, a->bytes))) s->ooms++;
-                a->evicted[si] = false;
-                s->resident[dev] += charge(s, a->bytes);
-                s->in_bytes += a->bytes;
-                s->restores++;
-                lms_policy_restored(s->policies[dev], addr);
-            }
-            lms_policy_used(s->policies[dev], addr, ev->step);
+            if (!make_room(r, si, dev, charge(s, a->bytes))) s->ooms++;
+            a->evicted[si] = false;
+            s->resident[dev] += charge(s, a->bytes);
+            s->in_bytes += a->bytes;
+            s->restores++;
+            lms_policy_restored(s->policies[dev], a->key[1]);
+        }
+        for (size_t i = 0; i < ev->uses->count; i++) {
+            allocation *a = used_allocation(r, s, &ev->uses->items[i]);
+            if (a) lms_policy_used(s->policies[a->key[0]], a->key[1], ev->step);
         }
     }
     r->keep = NULL;
@@ -180,11 +198,14 @@ static int on_event(void *ctx, const trace_event *ev)
     replay *r = ctx;
     if (r->pass == 1) {
         switch (ev->kind) {
-        case TRACE_DEVICE: r->total[ev->device] = ev->total_bytes; r->seen[ev->device] = true; break;
+        case TRACE_DEVICE:
+            r->total[ev->device] = ev->total_bytes;
+            r->left_out[ev->device] = ev->total_bytes > ev->soft_limit ? ev->total_bytes - ev->soft_limit : 0;
+            r->seen[ev->device] = true;
+            break;
         case TRACE_ALLOC: r->seen[ev->device] = true; break;
         case TRACE_SWAP_OUT: r->recorded_out += ev->bytes; break;
         case TRACE_SWAP_IN: r->recorded_in += ev->bytes; r->recorded_in_us += ev->dur_us; break;
-        case TRACE_TRUNCATED: r->truncated = true; break;
         default: break;
         }
         return 0;
@@ -235,6 +256,12 @@ static void release(replay *r)
 
 static const char usage[] = "tune TRACE [--threshold-kb N,N,...] [--exclude-mb N,N,...] [--policy NAME,...]";
 
+/* "1000 KiB", "512 MiB": sizes of the grid, whole in their unit. */
+static void format_setting(uint64_t bytes, uint64_t unit, char *buf, size_t len)
+{
+    snprintf(buf, len, "%ju %s", (uintmax_t)(bytes / unit), unit == MiB ? "MiB" : "KiB");
+}
+
 int command_tune(int argc, char **argv)
 {
     const char *path = NULL, *thresholds_text = NULL, *excludes_text = NULL, *policies_text = NULL;
@@ -273,10 +300,10 @@ int command_tune(int argc, char **argv)
     for (size_t i = 0; !policies_text && lms_policy_names[i] && policy_count < MAX_GRID; i++) policies[policy_count++] = lms_policy_names[i];
 
     replay r = { .pass = 1 };
-    trace_settings settings;
+    trace_info info;
     char err[600] = "";
-    if (trace_read(path, &settings, on_event, &r, err, sizeof err) != 0) { print_error("%s", err); return 1; }
-    if (!settings.uses) {
+    if (trace_read(path, &info, on_event, &r, err, sizeof err) != 0) { print_error("%s", err); return 1; }
+    if (!info.uses) {
         print_error("%s: recorded without LMS_TRACE_USES=1, so it holds no launches to replay", path);
         return 1;
     }
@@ -287,16 +314,20 @@ int command_tune(int argc, char **argv)
         print_error("%s: no lms.device event gives the device memory; nothing to replay", path);
         return 1;
     }
+    uint64_t headroom = excludes_text ? 0 : smallest_total / 16 < HEADROOM ? smallest_total / 16 : HEADROOM;
     if (!thresholds_text) {
         static const uint64_t kb[] = { 64, 256, 1000, 4096, 16384 };
         for (size_t i = 0; i < sizeof kb / sizeof *kb; i++) add_unique(thresholds, &threshold_count, kb[i] << 10);
-        add_unique(thresholds, &threshold_count, settings.threshold_bytes);
+        add_unique(thresholds, &threshold_count, info.threshold_bytes);
     }
     if (!excludes_text) {
-        static const uint64_t mb[] = { 0, 256, 512, 1024, 2048, 4096, 8192 };
+        static const uint64_t mb[] = { 256, 512, 1024, 2048, 4096, 8192 };
+        add_unique(excludes, &exclude_count, headroom);
         for (size_t i = 0; i < sizeof mb / sizeof *mb; i++)
-            if (mb[i] * MiB < smallest_total) add_unique(excludes, &exclude_count, mb[i] * MiB);
-        add_unique(excludes, &exclude_count, settings.exclude_bytes);
+            if (mb[i] * MiB > headroom && mb[i] * MiB < smallest_total) add_unique(excludes, &exclude_count, mb[i] * MiB);
+        for (int dev = 0; dev < TRACE_MAX_DEVICES; dev++)
+            if (r.seen[dev] && r.total[dev] && r.left_out[dev] < smallest_total)
+                add_unique(excludes, &exclude_count, r.left_out[dev]);
     }
 
     r.setting_count = policy_count * threshold_count * exclude_count;
@@ -308,33 +339,43 @@ int command_tune(int argc, char **argv)
                 r.settings[n++] = (setting){ .policy_name = policies[p], .threshold_bytes = thresholds[t],
                                              .exclude_bytes = excludes[e] };
     r.pass = 2;
-    if (trace_read(path, &settings, on_event, &r, err, sizeof err) != 0 || r.failed) {
+    if (trace_read(path, &info, on_event, &r, err, sizeof err) != 0 || r.failed) {
         print_error("%s", err[0] ? err : "replay failed: the trace's allocations are inconsistent (allocated twice, or out of memory)");
         release(&r);
         return 1;
     }
 
-    double gbps = r.recorded_in_us > 0 ? r.recorded_in / r.recorded_in_us / 1000 : DEFAULT_GBPS;
-    char out[32], in[32];
+    double bytes_per_us = r.recorded_in_us > 0 ? r.recorded_in / r.recorded_in_us : DEFAULT_GIBPS * 1073741824.0 / 1e6;
+    char out[32], in[32], threshold[32], exclude[32], rate[32];
     format_bytes(r.recorded_out, out, sizeof out);
     format_bytes(r.recorded_in, in, sizeof in);
-    printf("recorded run: policy %s, threshold %ju KB, exclude %ju MB: swapped out %s, in %s\n", settings.policy,
-           (uintmax_t)(settings.threshold_bytes >> 10), (uintmax_t)(settings.exclude_bytes / MiB), out, in);
-    if (r.truncated) printf("warning: the trace stops early (LMS_TRACE_MAX_MB); the replay covers the part recorded\n");
-    printf("stalls assume %.1f GB/s for restores (%s)\n\n", gbps, r.recorded_in_us > 0 ? "measured in this trace" : "no swap-in recorded");
-    printf("%-8s %12s %10s %12s %12s %9s %9s %10s %5s\n", "policy", "threshold KB", "exclude MB", "swap out", "swap in",
+    format_setting(info.threshold_bytes, 1024, threshold, sizeof threshold);
+    printf("recorded run: policy %s, threshold %s: swapped out %s, in %s\n", info.policy, threshold, out, in);
+    for (int dev = 0; dev < TRACE_MAX_DEVICES; dev++)
+        if (r.seen[dev] && r.total[dev]) {
+            format_bytes(r.total[dev], out, sizeof out);
+            format_setting(r.left_out[dev], MiB, exclude, sizeof exclude);
+            printf("GPU %d: %s, %s left out of the cache\n", dev, out, exclude);
+        }
+    char note[512];
+    trace_ending_note(&info, note, sizeof note);
+    if (note[0]) printf("warning: %s\n", note);
+    format_bandwidth((uint64_t)(bytes_per_us * 1e6), 1e6, rate, sizeof rate);
+    printf("stalls assume %s for restores (%s)\n\n", rate, r.recorded_in_us > 0 ? "measured in this trace" : "no swap-in recorded");
+    printf("%-10s %12s %10s %12s %12s %9s %9s %10s %5s\n", "policy", "threshold", "exclude", "swap out", "swap in",
            "evictions", "restores", "stall ms", "OOM");
     const setting *best = NULL;
     for (size_t i = 0; i < r.setting_count; i++) {
         const setting *s = &r.settings[i];
         format_bytes(s->out_bytes, out, sizeof out);
         format_bytes(s->in_bytes, in, sizeof in);
-        printf("%-8s %12ju %10ju %12s %12s %9ju %9ju %10.3f %5ju\n", s->policy_name, (uintmax_t)(s->threshold_bytes >> 10),
-               (uintmax_t)(s->exclude_bytes / MiB), out, in, (uintmax_t)s->evictions, (uintmax_t)s->restores,
-               s->in_bytes / gbps / 1e6, (uintmax_t)s->ooms);
-        /* Least traffic wins; on a tie, more memory left outside the cache (headroom for the
-         * driver, libraries and fragmentation), then the larger threshold (fewer mappings). */
-        if (s->ooms) continue;
+        format_setting(s->threshold_bytes, 1024, threshold, sizeof threshold);
+        format_setting(s->exclude_bytes, MiB, exclude, sizeof exclude);
+        printf("%-10s %12s %10s %12s %12s %9ju %9ju %10.3f %5ju\n", s->policy_name, threshold, exclude, out, in,
+               (uintmax_t)s->evictions, (uintmax_t)s->restores, s->in_bytes / bytes_per_us / 1e3, (uintmax_t)s->ooms);
+        /* Least traffic wins among the settings that keep the headroom; on a tie, more memory
+         * left outside the cache, then the larger threshold (fewer mappings). */
+        if (s->ooms || s->exclude_bytes < headroom) continue;
         uint64_t traffic = s->out_bytes + s->in_bytes, best_traffic = best ? best->out_bytes + best->in_bytes : 0;
         if (!best || traffic < best_traffic ||
             (traffic == best_traffic && (s->exclude_bytes > best->exclude_bytes ||
@@ -345,7 +386,13 @@ int command_tune(int argc, char **argv)
         format_bytes(best->out_bytes + best->in_bytes, out, sizeof out);
         printf("\nrecommended: LMS_POLICY=%s LMS_THRESHOLD_KB=%ju LMS_EXCLUDE_MB=%ju (predicted swap traffic %s, stall %.3f ms)\n",
                best->policy_name, (uintmax_t)(best->threshold_bytes >> 10), (uintmax_t)(best->exclude_bytes / MiB), out,
-               best->in_bytes / gbps / 1e6);
+               best->in_bytes / bytes_per_us / 1e3);
+        if (headroom) {
+            format_setting(headroom, MiB, exclude, sizeof exclude);
+            printf("headroom: at least %s stays out of the cache for the device memory liblms does not see (the\n"
+                   "CUDA context, the libraries' kernels and workspaces, other processes), which the replay cannot\n"
+                   "count: it would always prefer less; --exclude-mb tries smaller values\n", exclude);
+        }
     } else {
         printf("\nno setting in the grid avoids running out of memory: the working set of one launch is larger than the device\n");
     }
