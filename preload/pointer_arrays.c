@@ -39,7 +39,8 @@ static size_t forget_range(CUdeviceptr dst, size_t bytes)
     size_t first = first_ending_after(dst), last = first;
     while (last < array_count && arrays[last].dst < dst + bytes)
         free(arrays[last++].targets);
-    memmove(&arrays[first], &arrays[last], (array_count - last) * sizeof *arrays);
+    if (last > first) /* arrays may still be NULL: memmove must not see it */
+        memmove(&arrays[first], &arrays[last], (array_count - last) * sizeof *arrays);
     array_count -= last - first;
     atomic_store(&known, array_count);
     return first;
