@@ -23,6 +23,7 @@
 #include "policy/iteration.h"
 #include "policy/mix.h"
 #include "policy/period.h"
+#include "policy/victims.h"
 
 #include <stdlib.h>
 
@@ -377,15 +378,10 @@ static size_t lookahead_choose_victims(lms_policy *policy, size_t bytes,
     lookahead *lk = (lookahead *)policy;
     if (!predicting(lk) || !lms_heap_walk_start(&lk->walk, &lk->resident))
         return lms_policy_choose_victims(lk->lru, bytes, keep, ctx, victims, max);
-    size_t count = 0, freed = 0;
-    for (lms_heap_node *n; freed < bytes && count < max && (n = lms_heap_walk_next(&lk->walk));) {
-        entry *e = entry_of(n);
-        if (keep && keep(ctx, e->id))
-            continue;
-        victims[count++] = e->id;
-        freed += e->bytes;
-    }
-    return count;
+    lms_victims v = lms_victims_start(bytes, keep, ctx, victims, max);
+    for (lms_heap_node *n; lms_victims_wanted(&v) && (n = lms_heap_walk_next(&lk->walk));)
+        lms_victims_offer(&v, entry_of(n)->id, entry_of(n)->bytes);
+    return v.count;
 }
 
 static size_t lookahead_prefetch(lms_policy *policy, uint64_t next_step, size_t room, size_t window,

@@ -5,6 +5,7 @@
 #include "policy/policy_impl.h"
 
 #include "policy/idmap.h"
+#include "policy/victims.h"
 
 #include <stdlib.h>
 
@@ -126,14 +127,10 @@ static size_t lru_choose_victims(lms_policy *policy, size_t bytes,
                                  lms_alloc_id *victims, size_t max)
 {
     lru_policy *lru = (lru_policy *)policy;
-    size_t count = 0, freed = 0;
-    for (lru_entry *e = lru->oldest; e && freed < bytes && count < max; e = e->newer) {
-        if (keep && keep(ctx, e->id))
-            continue;
-        victims[count++] = e->id;
-        freed += e->bytes;
-    }
-    return count;
+    lms_victims v = lms_victims_start(bytes, keep, ctx, victims, max);
+    for (lru_entry *e = lru->oldest; e && lms_victims_wanted(&v); e = e->newer)
+        lms_victims_offer(&v, e->id, e->bytes);
+    return v.count;
 }
 
 static size_t lru_prefetch(lms_policy *policy, uint64_t next_step, size_t room, size_t window,

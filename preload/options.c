@@ -2,6 +2,7 @@
 
 #include "policy/policy.h"
 #include "preload/log.h"
+#include "preload/quote.h"
 #include "preload/trace.h"
 
 #include <ctype.h>
@@ -42,18 +43,18 @@ static const char *unit_name(uint64_t unit) { return unit == 1024 ? "KiB" : "MiB
 
 static void bad_value(const char *env, const char *text, const char *expected)
 {
-    char line[512];
-    int len = snprintf(line, sizeof line, "liblms: %s='%s' is invalid: expected %s\n", env, text,
-                       expected);
-    if (len > (int)sizeof line - 1)
-        len = (int)sizeof line - 1;
-    if (write(STDERR_FILENO, line, (size_t)len) < 0) {
-        /* Nothing more to do: the exit status still says it. */
-    }
-    _exit(2);
+    char quoted[LMS_QUOTE_SIZE];
+    lms_exit_bad_input("%s='%s' is invalid: expected %s", env, lms_quote(text, quoted), expected);
 }
 
-/* A whole number without sign, optionally followed by one of K, M, G (binary). */
+static void size_expected(uint64_t unit, char *buf, size_t size)
+{
+    snprintf(buf, size, "a whole number of %s, or a number with a K, M or G suffix in either case (e.g. 512, 64M, 2g)",
+             unit_name(unit));
+}
+
+/* A whole number without sign, optionally followed by one of K, M, G (binary), in either case:
+ * 64m is 64M, as in ulimit's, dd's and GNU sort's sizes. */
 static int parse_size(const char *text, uint64_t unit, uint64_t *bytes)
 {
     if (!isdigit((unsigned char)text[0]))
@@ -101,9 +102,7 @@ static void parse_option(const option_spec *o, const char *text)
     char expected[256];
     switch (o->kind) {
     case SIZE:
-        snprintf(expected, sizeof expected,
-                 "a whole number of %s, or a number with a K, M or G suffix (e.g. 512, 64M, 2G)",
-                 unit_name(o->unit));
+        size_expected(o->unit, expected, sizeof expected);
         if (!parse_size(text, o->unit, &o->value->value))
             bad_value(o->env, text, expected);
         break;
@@ -117,7 +116,9 @@ static void parse_option(const option_spec *o, const char *text)
     case SIGNAL: {
         int number = lms_trace_signal_number(text);
         if (number < 0)
-            bad_value(o->env, text, "a signal name or number that may ask for a dump (e.g. USR1, SIGUSR2, 10)");
+            bad_value(o->env, text,
+                      "a signal name or number that may ask for a dump (e.g. USR1, SIGUSR2, 10), none that stops "
+                      "the program or reports a fault (" LMS_TRACE_REFUSED_SIGNALS ")");
         o->value->value = (uint64_t)number;
         break;
     }
@@ -166,9 +167,11 @@ void lms_options_load(void)
         const char *text = secure_getenv(env);
         lms_opt.exclude_bytes[dev] =
             lms_opt.EXCLUDE_MB.text ? lms_opt.EXCLUDE_MB.value : LMS_EXCLUDE_COMPUTED;
-        if (text && !parse_size(text, 1ULL << 20, &lms_opt.exclude_bytes[dev]))
-            bad_value(env, text,
-                      "a whole number of MiB, or a number with a K, M or G suffix (e.g. 512, 64M, 2G)");
+        if (text && !parse_size(text, 1ULL << 20, &lms_opt.exclude_bytes[dev])) {
+            char expected[256];
+            size_expected(1ULL << 20, expected, sizeof expected);
+            bad_value(env, text, expected);
+        }
     }
 }
 
@@ -213,7 +216,8 @@ void lms_options_doc(size_t i, lms_option_doc *doc)
                              .def = o->def[0] ? o->def : o->kind == SIZE ? "(computed)" : "(none)" };
     switch (o->kind) {
     case SIZE:
-        snprintf(doc->accepted, sizeof doc->accepted, "whole number of %s, or with K/M/G suffix", unit_name(o->unit));
+        snprintf(doc->accepted, sizeof doc->accepted, "whole number of %s, or with K/M/G suffix (k/m/g too)",
+                 unit_name(o->unit));
         snprintf(doc->value, sizeof doc->value, "N");
         break;
     case COUNT:

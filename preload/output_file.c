@@ -1,4 +1,5 @@
 #include "preload/output_file.h"
+#include "preload/quote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,14 +26,17 @@ static int expand_path(const char *path, char *expanded, size_t len)
 
 int lms_output_file_create(const char *variable, const char *path, mode_t mode, char *err, size_t err_len)
 {
-    char expanded[4096];
+    char expanded[4096], quoted[LMS_QUOTE_SIZE], quoted_expanded[LMS_QUOTE_SIZE];
     if (expand_path(path, expanded, sizeof expanded) != 0) {
-        snprintf(err, err_len, "%s=%s: path too long", variable, path);
+        snprintf(err, err_len, "%s=%s: path too long", variable, lms_quote(path, quoted));
         return -1;
     }
     int fd = open(expanded, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0)
-        snprintf(err, err_len, "%s=%s: cannot create %s: %s%s", variable, path, expanded, strerror(errno),
-                 errno == EEXIST ? " (an existing file is never overwritten: remove it or use %p)" : "");
+    if (fd < 0) {
+        int error = errno;
+        snprintf(err, err_len, "%s=%s: cannot create %s: %s%s", variable, lms_quote(path, quoted),
+                 lms_quote(expanded, quoted_expanded), strerror(error),
+                 error == EEXIST ? " (an existing file is never overwritten: remove it or use %p)" : "");
+    }
     return fd;
 }

@@ -242,12 +242,10 @@ void lms_stats_start(void)
     P.start_ns = lms_stats_now();
     if (!printing()) return;
     if (lms_opt.STATS_FILE.text) {
-        char err[512];
+        char err[1024];
         P.fd = lms_output_file_create("LMS_STATS_FILE", lms_opt.STATS_FILE.text, 0666, err, sizeof err);
-        if (P.fd < 0) {
-            lms_log(LMS_LOG_ERROR, -1, "%s", err);
-            _exit(2);
-        }
+        if (P.fd < 0)
+            lms_exit_bad_input("%s", err);
     }
     static const int signals[] = { SIGTERM, SIGINT };
     lms_signals_at_death(print_on_signal, signals, sizeof signals / sizeof *signals);

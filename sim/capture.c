@@ -314,15 +314,20 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
     return result;
 }
 
-static CUstreamCaptureStatus status_of(const cd_stream *s)
+/* The stream hStream names, and its capture status. Asked of the legacy stream while a
+ * blocking stream captures: IMPLICIT, which here does not invalidate the capture. */
+static CUresult capture_status_locked(CUstream hStream, cd_stream **s, CUstreamCaptureStatus *status)
 {
-    return !s->capture ? CU_STREAM_CAPTURE_STATUS_NONE
-           : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                     : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    CUresult result = cd_resolve_stream_locked(hStream, s);
+    if (result == CUDA_SUCCESS && (*s)->is_null)
+        result = cd_capture_check_stream_locked(*s, false);
+    if (result == CUDA_SUCCESS)
+        *status = !(*s)->capture ? CU_STREAM_CAPTURE_STATUS_NONE
+                  : (*s)->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                               : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    return result;
 }
 
-/* Asked of the legacy stream while a blocking stream captures: IMPLICIT, which here does not
- * invalidate the capture. */
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     CD_ENTER("cuStreamIsCapturing");
@@ -330,11 +335,7 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureSta
         return CUDA_ERROR_INVALID_VALUE;
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
-    CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS && s->is_null)
-        result = cd_capture_check_stream_locked(s, false);
-    if (result == CUDA_SUCCESS)
-        *captureStatus = status_of(s);
+    CUresult result = capture_status_locked(hStream, &s, captureStatus);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -351,11 +352,7 @@ CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *capt
         return CUDA_ERROR_INVALID_VALUE;
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
-    CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS && s->is_null)
-        result = cd_capture_check_stream_locked(s, false);
-    if (result == CUDA_SUCCESS)
-        *captureStatus_out = status_of(s);
+    CUresult result = capture_status_locked(hStream, &s, captureStatus_out);
     if (result == CUDA_SUCCESS && *captureStatus_out == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         if (id_out)
             *id_out = s->capture->id;

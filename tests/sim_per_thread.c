@@ -2,44 +2,12 @@
  * like any blocking stream, reached through CU_STREAM_PER_THREAD and the NULL handle of the
  * _ptsz/_ptds entry points; and stream ids and contexts. */
 #include "sim/per_thread.h"
+#include "tests/sim_int_kernels.h"
 #include "tests/sim_testing.h"
 
 #include <pthread.h>
 
-/* slow_store(int *out, int value, int delay_ms): waits, then stores. */
-static void slow_store(const sim_launch *launch)
-{
-    sleep_ms(*(int *)launch->params[2]);
-    **(int **)launch->params[0] = *(int *)launch->params[1];
-}
-
-/* copy_int(int *dst, const int *src) */
-static void copy_int(const sim_launch *launch)
-{
-    **(int **)launch->params[0] = **(int **)launch->params[1];
-}
-
-static CUfunction slow_store_fn, copy_int_fn;
 static CUcontext ctx;
-
-static CUresult launch_slow_store(CUstream stream, CUdeviceptr out, int value, int delay_ms)
-{
-    void *params[] = {&out, &value, &delay_ms};
-    return cuLaunchKernel(slow_store_fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
-}
-
-static CUresult launch_copy_int(CUstream stream, CUdeviceptr dst, CUdeviceptr src)
-{
-    void *params[] = {&dst, &src};
-    return cuLaunchKernel(copy_int_fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
-}
-
-static int read_int(CUdeviceptr p)
-{
-    int value = -1;
-    CHECK_CU(cuMemcpyDtoH_v2(&value, p, sizeof value));
-    return value;
-}
 
 static unsigned long long id_of(CUstream stream)
 {
@@ -70,11 +38,7 @@ int main(void)
 {
     plan(17);
     ctx = sim_setup(16 << 20);
-    const size_t slow_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
-    const size_t copy_sizes[] = {sizeof(int *), sizeof(int *)};
-    slow_store_fn = (CUfunction)sim_register_kernel("slow_store", slow_store, 3, slow_sizes);
-    sim_set_kernel_cost(slow_store_fn, slow_store_cost);
-    copy_int_fn = (CUfunction)sim_register_kernel("copy_int", copy_int, 2, copy_sizes);
+    int_kernels_register();
     CUdeviceptr a, b, c;
     CHECK_CU(cuMemAlloc_v2(&a, sizeof(int)));
     CHECK_CU(cuMemAlloc_v2(&b, sizeof(int)));

@@ -1,26 +1,11 @@
 /* The simulator's streams and events run work asynchronously and in order. */
+#include "tests/sim_int_kernels.h"
 #include "tests/sim_testing.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-/* slow_store(int *out, int value, int delay_ms): waits, then stores. */
-static void slow_store(const sim_launch *launch)
-{
-    int *out = *(int **)launch->params[0];
-    sleep_ms(*(int *)launch->params[2]);
-    *out = *(int *)launch->params[1];
-}
-
-/* copy_int(int *dst, const int *src) */
-static void copy_int(const sim_launch *launch)
-{
-    **(int **)launch->params[0] = **(int **)launch->params[1];
-}
-
-static CUfunction slow_store_fn, copy_int_fn;
 
 static pthread_mutex_t flag_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool flag;
@@ -41,40 +26,12 @@ static bool flag_is_set(void)
     return set;
 }
 
-static void register_kernels(void)
-{
-    const size_t slow_sizes[] = {sizeof(int *), sizeof(int), sizeof(int)};
-    const size_t copy_sizes[] = {sizeof(int *), sizeof(int *)};
-    slow_store_fn = (CUfunction)sim_register_kernel("slow_store", slow_store, 3, slow_sizes);
-    sim_set_kernel_cost(slow_store_fn, slow_store_cost);
-    copy_int_fn = (CUfunction)sim_register_kernel("copy_int", copy_int, 2, copy_sizes);
-}
-
-static CUresult launch_slow_store(CUstream stream, CUdeviceptr out, int value, int delay_ms)
-{
-    void *params[] = {&out, &value, &delay_ms};
-    return cuLaunchKernel(slow_store_fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
-}
-
-static CUresult launch_copy_int(CUstream stream, CUdeviceptr dst, CUdeviceptr src)
-{
-    void *params[] = {&dst, &src};
-    return cuLaunchKernel(copy_int_fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
-}
-
-static int read_int(CUdeviceptr p)
-{
-    int value = -1;
-    CHECK_CU(cuMemcpyDtoH_v2(&value, p, sizeof value));
-    return value;
-}
-
 /* In a child: a kernel queued on mapped memory that is unmapped before it runs. */
 static void unmap_under_queued_kernel(void *arg)
 {
     (void)arg;
     sim_setup(64 << 20);
-    register_kernels();
+    int_kernels_register();
     CUdeviceptr va;
     CUmemGenericAllocationHandle handle;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -103,7 +60,7 @@ int main(void)
 
     setenv("LMS_SIM_LOG", "/dev/null", 1); /* the fault at the end is logged */
     sim_setup(64 << 20);
-    register_kernels();
+    int_kernels_register();
     CUdeviceptr a, b;
     CHECK_CU(cuMemAlloc_v2(&a, sizeof(int)));
     CHECK_CU(cuMemAlloc_v2(&b, sizeof(int)));

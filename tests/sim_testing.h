@@ -45,16 +45,6 @@ static inline bool file_mentions(const char *path, const char *word)
     return found;
 }
 
-/* The virtual duration of slow_store(int *out, int value, int delay_ms), the kernel that
- * sim_streams and sim_per_thread run to keep a stream busy: as many operations as the
- * calibrated H100 does in delay_ms, so that it runs as long in virtual time as it really
- * sleeps (queries answer from virtual time). */
-static inline void slow_store_cost(const sim_launch *launch, sim_kernel_cost *cost)
-{
-    int delay_ms = *(int *)launch->params[2];
-    cost->flops = delay_ms * 1e-3 * sim_calibration_h100.fp32_flops * sim_calibration_h100.kernel_efficiency;
-}
-
 static inline void sleep_ms(long ms)
 {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};

@@ -14,7 +14,7 @@ from tools_tap import BUILD, done, is_equal, ok, plan, run, scratch  # noqa: E40
 
 SOURCE = os.environ.get("LMS_SOURCE_DIR", ".")
 VERSION = re.search(r'LMS_VERSION "(.*)"', open(os.path.join(SOURCE, "preload", "version.h")).read())[1]
-plan(14)
+plan(15)
 tmp = scratch()
 dest = os.path.join(tmp, "dest")
 os.makedirs(os.path.join(dest, "opt", "lms", "share", "man"))   # there before: uninstall keeps it
@@ -31,10 +31,12 @@ def make(target):
 
 code, out, err = make("install")
 is_equal(code, 0, "make install" + (f": {err}" if code else ""))
-expected = ["bin/lms-run", "bin/lms-trace", "lib/liblms.so", "lib/pkgconfig/liblms.pc", "share/liblms/options.tsv",
+expected = ["bin/lms-run", "bin/lms-trace", "bin/lms-trainer", "lib/liblms.so", "lib/pkgconfig/liblms.pc", "share/liblms/options.tsv",
             "share/doc/liblms/README.md", "share/doc/liblms/trace-format.md", "share/man/man1/lms-run.1",
             "share/man/man1/lms-trace.1", "share/man/man7/liblms.7"]
 is_equal([f for f in expected if not os.path.isfile(os.path.join(root, f))], [], "every file is installed")
+is_equal(sorted(f for f in os.listdir(os.path.join(root, "bin")) if not f.startswith("lms-")), [],
+         "every program in bin is named lms-*: none claims a generic name such as trainer")
 sections = run(["readelf", "-S", "-W", os.path.join(root, "lib", "liblms.so"), os.path.join(root, "bin", "lms-trace")])[1]
 ok(sections.count(".symtab") == 2 and sections.count(".debug_info") == 2, "nothing stripped: symbols and debug information stay")
 

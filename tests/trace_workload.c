@@ -1,7 +1,7 @@
 /* Writes a scripted trace through the same writer liblms uses (preload/trace.c), so that the
  * tests know every figure in it. Not a test itself: the trace_* and tools_* tests run it.
  *
- *   trace_workload PATH [--uses] [--depth N] [--max-mb N] [--repeat N] [--die-by SIGNAL]
+ *   trace_workload PATH [--uses] [--depth N] [--max-mb N] [--repeat N] [--die-by KILL|TERM]
  *                       [--dump-signal NAME] [--threads N]
  *
  * The workload, on device 0 (1 GiB, LMS_EXCLUDE_MB=512: soft limit 512 MiB), per repetition:
@@ -159,8 +159,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--repeat") == 0) repeat = number(argv[i], value), i++;
         else if (strcmp(argv[i], "--threads") == 0) threads = number(argv[i], value), i++;
         else if (strcmp(argv[i], "--die-by") == 0) {
-            /* KILL, which no dump may use, to leave a trace without its end. */
-            die_by = value && strcmp(value, "KILL") == 0 ? SIGKILL : lms_trace_signal_number(value);
+            /* KILL or TERM, which no dump may use: a trace without its end, or with it. */
+            die_by = !value ? -1 : strcmp(value, "KILL") == 0 ? SIGKILL : strcmp(value, "TERM") == 0 ? SIGTERM : -1;
             if (die_by < 0) { fprintf(stderr, "trace_workload: bad signal '%s'\n", value ? value : ""); return 2; }
             i++;
         }

@@ -4,7 +4,7 @@
 set -u
 . "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 
-echo "1..30"
+echo "1..40"
 
 # expect_error "message fragment" args...: exit 2, the fragment on stderr, nothing left behind.
 expect_error() {
@@ -27,15 +27,18 @@ expect_error "missing command"
 expect_error "unknown command 'frobnicate'" frobnicate --model lenet
 expect_error "--model is required" train --cpu
 expect_error "unknown model 'nosuch'" train --model nosuch --cpu
-expect_error "--batch: expected an integer of at least 1, got '0'" train --model lenet --batch 0 --cpu
+expect_error "--batch: expected an integer from 1 to 2147483647, got '0'" train --model lenet --batch 0 --cpu
+expect_error "--batch: expected an integer from 1 to 2147483647, got '3000000000'" info --model lenet --batch 3000000000
 expect_error "--iters: expected an integer" train --model lenet --iters many --cpu
 expect_error "several GPUs" train --model lenet --gpu 0,1
-expect_error "--cudnn-batch: expected an integer of at least 1, got '0'" train --model lenet --cudnn-batch 0 --cpu
+expect_error "--cudnn-batch: expected an integer from 1 to 2147483647, got '0'" train --model lenet --cudnn-batch 0 --cpu
 expect_error "--lr-policy bogus" train --model lenet --lr-policy bogus --cpu
 expect_error "--lr-policy step needs --stepsize" train --model lenet --lr-policy step --cpu
 expect_error "--size 20: must be a multiple of 16" train --model unet3d --size 20 --cpu
 expect_error "--size and --loss apply to unet3d only" train --model lenet --loss ce --cpu
 expect_error "test needs --weights" test --model lenet --cpu
+expect_error "test: --iters and --test-iters both count the batches; give one" test --model lenet --cpu --iters 2 \
+    --test-iters 3 --weights x.snap
 expect_error "--resume applies to train only" info --model lenet --resume x.snap
 expect_error "unknown option" train --model lenet --frobnicate --cpu
 expect_error "expected synthetic, cifar10:DIR or mnist:DIR" train --model lenet --data imagenet --cpu --iters 1
@@ -52,10 +55,38 @@ export LMS_SIM_CAPACITY_MB
 expect_error "LMS_SIM_CAPACITY_MB=lots" train --model lenet --sim --iters 1
 unset LMS_SIM_CAPACITY_MB
 
+# The snapshot directory is checked before training: the run stops at once, with nothing logged.
+expect_error "--snapshot-prefix $work/none/run: snapshots go in $work/none: No such file or directory" \
+    train --model lenet --cpu --iters 1 --snapshot-prefix "$work/none/run"
+expect_error "--snapshot-prefix /proc/run: snapshots go in /proc: cannot create a file there" \
+    train --model lenet --cpu --iters 1 --snapshot-prefix /proc/run
+mkdir keep
+: >keep/file
+expect_error "--snapshot-prefix keep/file/run: snapshots go in keep/file: not a directory" \
+    train --model lenet --cpu --iters 1 --snapshot-prefix keep/file/run
+"$trainer" train --model lenet --cpu --iters 1 --snapshot-prefix /proc/run >/dev/null 2>err.txt
+! grep -q "Iteration" err.txt
+report $? "a snapshot prefix that cannot be written stops the run before its first iteration"
+expect_error "--snapshot-prefix $(printf '%0200d' 0)...: too long" \
+    train --model lenet --cpu --iters 1 --snapshot-prefix "$(printf '%04100d' 0)"
+
+# info refuses batches beyond any machine (64 TiB) instead of printing petabytes, and says
+# which batch fits: cifar10_full takes 618620 bytes per image, so 2^46 / 618620.
+expect_error "--batch 2000000000: cifar10_full would need more than 64 TiB, more than any GPU and its host's memory hold together (batch 113750427 at most fits)" \
+    info --model cifar10_full --batch 2000000000
+expect_error "--batch 1: unet3d would need more than 64 TiB" info --model unet3d --size 4096 --batch 1
+
 
 # A snapshot of another model is refused, and the run leaves nothing.
-mkdir keep
 "$trainer" train --model lenet --cpu --batch 2 --iters 1 --test-interval 0 --display 0 --snapshot-prefix keep/lenet 2>/dev/null
+
+# test honours --iters (batches to evaluate, as caffe test -iterations) and logs each batch.
+"$trainer" test --model lenet --cpu --batch 2 --iters 3 --weights keep/lenet_iter_1.snap 2>test.log
+status=$?
+[ "$(grep -c '] Batch [1-3]/3 ([0-9.]*%): accuracy = [0-9.e-]*, loss = [0-9.e-]*$' test.log)" -eq 3 ] &&
+    grep -q 'Batch 3/3 (100.0%)' test.log && grep -q "Test net output #0: accuracy" test.log
+report $((status + $?)) "test --iters 3: three batches, each with its progress, then the averages"
+rm -f test.log err.txt
 expect_error "snapshot of model lenet, not cifar10_quick" train --model cifar10_quick --cpu --batch 2 --iters 2 \
     --resume keep/lenet_iter_1.snap
 
@@ -67,7 +98,7 @@ fi
 
 "$trainer" --help >out.txt 2>&1
 status=$?
-grep -q "usage: trainer train|test|time|info" out.txt && grep -q -- "--sim " out.txt &&
+grep -q "usage: lms-trainer train|test|time|info" out.txt && grep -q -- "--sim " out.txt &&
     grep -q -- "--strict-fp32 " out.txt && grep -q "cuDNN workspace, one buffer all convolutions share" out.txt
 report $((status + $?)) "--help prints the usage, --sim, --strict-fp32 and the shared workspace's cap included, and exits 0"
 

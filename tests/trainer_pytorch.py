@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
     sys.exit(0)
 
 BATCH = 16
-trainer = os.path.join(os.environ["LMS_BUILD_DIR"], "trainer", "trainer")
+trainer = os.path.join(os.environ["LMS_BUILD_DIR"], "trainer", "lms-trainer")
 
 
 def read_snapshot(path):

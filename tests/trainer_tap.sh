@@ -1,7 +1,7 @@
 # Sourced by the trainer's shell tests: a scratch directory to run in (removed at exit), the
 # trainer's path, and report STATUS DESCRIPTION, which prints one TAP line and counts
 # failures in $failed.
-trainer="$LMS_BUILD_DIR/trainer/trainer"
+trainer="$LMS_BUILD_DIR/trainer/lms-trainer"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1

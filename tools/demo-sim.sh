@@ -6,7 +6,7 @@
 # DEMO_SIM_ITERS change the run (default 64 and 4).
 set -u
 build=${1:?usage: demo-sim.sh BUILD_DIR}
-trainer=$build/trainer/trainer
+trainer=$build/trainer/lms-trainer
 lms_run=$build/tools/lms-run
 lms_trace=$build/tools/lms-trace
 out=$build/demo

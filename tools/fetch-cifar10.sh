@@ -21,4 +21,4 @@ for f in data_batch_1.bin data_batch_2.bin data_batch_3.bin data_batch_4.bin dat
     fi
     mv "$tmp/cifar-10-batches-bin/$f" "$dir/$f"
 done
-echo "fetch-cifar10: CIFAR-10 is in $dir; train with: trainer train --model cifar10_full --data cifar10:$dir"
+echo "fetch-cifar10: CIFAR-10 is in $dir; train with: lms-trainer train --model cifar10_full --data cifar10:$dir"

@@ -27,4 +27,4 @@ for pair in train-images-idx3-ubyte:47040016 train-labels-idx1-ubyte:60008 \
     fi
     mv "$dir/$name.part" "$dir/$name"
 done
-echo "fetch-mnist: MNIST is in $dir; train with: trainer train --model lenet --data mnist:$dir"
+echo "fetch-mnist: MNIST is in $dir; train with: lms-trainer train --model lenet --data mnist:$dir"

@@ -3,7 +3,7 @@
 # (PyTorch eager on an H100: 134k, 275k and 281k images/s at 1024, 4096 and 16384). Prints
 # one line per batch size. Usage: bench-cifar10.sh [ITERATIONS] (default 200).
 set -eu
-trainer="${LMS_BUILD_DIR:-$(dirname "$0")/..}/trainer/trainer"
+trainer="${LMS_BUILD_DIR:-$(dirname "$0")/..}/trainer/lms-trainer"
 iters=${1:-200}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

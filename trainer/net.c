@@ -3,6 +3,7 @@
 #include "trainer/rng.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,19 +241,35 @@ static int aux_has_diff(const Layer *l)
     return l->type == LAYER_DICE_LOSS;
 }
 
+/* Activations' bytes stop at SIZE_MAX rather than wrap: info is asked about batches that no
+ * machine holds, and must say so rather than print a small number. */
+static size_t saturating_add(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+static size_t float_bytes(const Tensor *t)
+{
+    const int dims[] = {t->n, t->c, t->d, t->h, t->w};
+    size_t bytes = sizeof(float);
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++)
+        if (__builtin_mul_overflow(bytes, (size_t)dims[i], &bytes)) return SIZE_MAX;
+    return bytes;
+}
+
 NetMemory net_memory(const Net *net)
 {
     NetMemory m = {0};
     for (int t = 0; t < net->ntensors; t++) {
-        size_t bytes = tensor_count(&net->tensors[t]) * sizeof(float);
-        m.activations += needs_diff(net, t) ? 2 * bytes : bytes;
+        size_t bytes = float_bytes(&net->tensors[t]);
+        m.activations = saturating_add(m.activations, needs_diff(net, t) ? saturating_add(bytes, bytes) : bytes);
         m.count += needs_diff(net, t) ? 2 : 1;
     }
     for (int i = 0; i < net->nlayers; i++) {
         const Layer *l = &net->layers[i];
-        size_t aux = tensor_count(&l->aux) * sizeof(float);
+        size_t aux = float_bytes(&l->aux);
         if (aux) {
-            m.activations += aux_has_diff(l) ? 2 * aux : aux;
+            m.activations = saturating_add(m.activations, aux_has_diff(l) ? saturating_add(aux, aux) : aux);
             m.count += aux_has_diff(l) ? 2 : 1;
         }
         for (const Param *p = &l->weight; l->nparams && p <= &l->bias; p++) {

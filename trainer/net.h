@@ -71,7 +71,8 @@ float net_loss(Net *net);
 /* Top-1 accuracy and, when dice != NULL, the Dice score per class, of the last forward. */
 float net_accuracy(Net *net, float *dice);
 
-/* Memory the net needs, in bytes, by kind. Computed from shapes only. */
+/* Memory the net needs, in bytes, by kind. Computed from shapes only; activations stop at
+ * SIZE_MAX rather than wrap. */
 typedef struct NetMemory {
     size_t activations; /* data and diff of every tensor, layer-private buffers */
     size_t params;      /* weights and biases */

@@ -1,7 +1,9 @@
 #include "trainer/options.h"
+#include "trainer/snapshot.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,7 +27,9 @@ typedef struct OptionInfo {
 static const OptionInfo option_table[] = {
     {"model", OPT_MODEL, "NAME", "lenet, cifar10_quick, cifar10_full, alexnet or unet3d (required)"},
     {"batch", OPT_BATCH, "N", "samples per iteration (default: the model's, Caffe's)"},
-    {"iters", OPT_ITERS, "N", "train: iterations to run in all (max_iter); time: passes (default 50)"},
+    {"iters", OPT_ITERS, "N",
+     "train: iterations to run in all (max_iter); test: batches to evaluate, as --test-iters; time: passes "
+     "(default 50)"},
     {"data", OPT_DATA, "SPEC", "synthetic (default), cifar10:DIR or mnist:DIR"},
     {"seed", OPT_SEED, "N", "seed of the weights, the synthetic data and dropout (default 1)"},
     {"lr", OPT_LR, "RATE", "base learning rate"},
@@ -60,7 +64,7 @@ static const OptionInfo option_table[] = {
 
 void options_usage(FILE *out)
 {
-    fprintf(out, "usage: trainer train|test|time|info --model NAME [OPTIONS]\n"
+    fprintf(out, "usage: lms-trainer train|test|time|info --model NAME [OPTIONS]\n"
                  "  train  train the model (SGD), testing, logging and snapshotting as it goes\n"
                  "  test   evaluate a snapshot (--weights) on the test set\n"
                  "  time   time forward and backward of each layer, like caffe time\n"
@@ -91,16 +95,27 @@ static void error(Parser *p, const char *fmt, ...)
     p->failed = 1;
 }
 
-static long parse_long(Parser *p, const char *option, const char *arg, long min)
+static long parse_long_range(Parser *p, const char *option, const char *arg, long min, long max)
 {
     char *end;
     errno = 0;
     long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end || v < min) {
-        error(p, "--%s: expected an integer of at least %ld, got '%s'", option, min, arg);
+    if (errno || end == arg || *end || v < min || v > max) {
+        if (max == LONG_MAX) error(p, "--%s: expected an integer of at least %ld, got '%s'", option, min, arg);
+        else error(p, "--%s: expected an integer from %ld to %ld, got '%s'", option, min, max, arg);
         return min;
     }
     return v;
+}
+
+static long parse_long(Parser *p, const char *option, const char *arg, long min)
+{
+    return parse_long_range(p, option, arg, min, LONG_MAX);
+}
+
+static int parse_int(Parser *p, const char *option, const char *arg, int min)
+{
+    return (int)parse_long_range(p, option, arg, min, INT_MAX);
 }
 
 static float parse_float(Parser *p, const char *option, const char *arg)
@@ -155,7 +170,7 @@ static void apply(Parser *p, Config *cfg, const Given *g)
     SolverConfig *s = &cfg->solver;
     const char *v;
 #define GIVEN(key) ((v = g->value[key]) != NULL)
-    if (GIVEN(OPT_BATCH)) cfg->batch = (int)parse_long(p, "batch", v, 1);
+    if (GIVEN(OPT_BATCH)) cfg->batch = parse_int(p, "batch", v, 1);
     if (GIVEN(OPT_ITERS)) cfg->time_iterations = s->max_iter = parse_long(p, "iters", v, 1);
     if (GIVEN(OPT_DATA)) cfg->data = v;
     if (GIVEN(OPT_SEED)) cfg->seed = (uint64_t)parse_long(p, "seed", v, 0);
@@ -180,14 +195,14 @@ static void apply(Parser *p, Config *cfg, const Given *g)
     if (cfg->cpu && cfg->sim) error(p, "--cpu and --sim exclude each other: pick one backend");
     if (GIVEN(OPT_GPU)) {
         if (strchr(v, ',')) error(p, "--gpu %s: training on several GPUs is not supported; give one device number", v);
-        cfg->gpu = (int)parse_long(p, "gpu", v, 0);
+        cfg->gpu = parse_int(p, "gpu", v, 0);
     }
     if (GIVEN(OPT_DETERMINISTIC)) cfg->gpu_options.deterministic = 1;
     if (GIVEN(OPT_STRICT_FP32)) cfg->gpu_options.strict_fp32 = 1;
     if (GIVEN(OPT_WORKSPACE)) cfg->gpu_options.workspace_limit = (size_t)parse_long(p, "workspace-limit", v, 0) << 20;
-    if (GIVEN(OPT_CUDNN_BATCH)) cfg->gpu_options.max_images = (int)parse_long(p, "cudnn-batch", v, 1);
+    if (GIVEN(OPT_CUDNN_BATCH)) cfg->gpu_options.max_images = parse_int(p, "cudnn-batch", v, 1);
     if (GIVEN(OPT_SIZE)) {
-        cfg->model_options.unet_size = (int)parse_long(p, "size", v, 16);
+        cfg->model_options.unet_size = parse_int(p, "size", v, 16);
         if (cfg->model_options.unet_size % 16) error(p, "--size %s: must be a multiple of 16", v);
     }
     if (GIVEN(OPT_LOSS)) {
@@ -203,6 +218,15 @@ static void apply(Parser *p, Config *cfg, const Given *g)
     if (cfg->command == CMD_TEST && !cfg->weights) error(p, "test needs --weights FILE (a snapshot)");
     if (cfg->command != CMD_TEST && cfg->weights) error(p, "--weights applies to test only; train takes --resume");
     if (cfg->command != CMD_TRAIN && cfg->resume) error(p, "--resume applies to train only");
+    if (cfg->command == CMD_TEST && g->value[OPT_ITERS]) {
+        if (g->value[OPT_TEST_ITERS]) error(p, "test: --iters and --test-iters both count the batches; give one");
+        s->test_iter = s->max_iter;
+    }
+    /* Before training, not after it: the last snapshot is the one a run must not lose. */
+    char why[4200];
+    if (cfg->command == CMD_TRAIN && snapshot_prefix_check(cfg->snapshot_prefix, why, sizeof why))
+        error(p, "--snapshot-prefix %.200s%s: %s", cfg->snapshot_prefix, strlen(cfg->snapshot_prefix) > 200 ? "..." : "",
+              why);
 }
 
 int options_parse(int argc, char **argv, Config *cfg, char *err, size_t errlen)

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HEADER_SIZE 56
@@ -83,6 +85,35 @@ static void sync_directory(const char *path)
         close(fd);
     }
     free(copy);
+}
+
+int snapshot_prefix_check(const char *prefix, char *err, size_t errlen)
+{
+    /* The longest name snapshot_write makes: the last iteration's temporary file. */
+    char longest[4096];
+    if (snprintf(longest, sizeof longest, "%s_iter_%ld.snap.tmp.XXXXXX", prefix, LONG_MAX) >= (int)sizeof longest) {
+        snprintf(err, errlen, "too long: snapshot names must stay under %zu bytes", sizeof longest);
+        return -1;
+    }
+    const char *dir = dirname(longest);
+    struct stat st;
+    int missing = stat(dir, &st) != 0;
+    if (missing || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "snapshots go in %s: %s", dir, missing ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    /* A file made there as snapshot_write makes its own: access() would miss read-only file
+     * systems' quirks and say yes to root everywhere. */
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/.snapshot-probe.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(err, errlen, "snapshots go in %s: cannot create a file there: %s", dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
 }
 
 int snapshot_write(const char *path, Net *net, long iter, char *err, size_t errlen)

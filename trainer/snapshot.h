@@ -31,6 +31,9 @@
 
 /* 0, or -1 with the reason in err (nothing is left at path or beside it). */
 int snapshot_write(const char *path, Net *net, long iter, char *err, size_t errlen);
+/* Whether snapshot_write can write PREFIX_iter_N.snap: the names fit, and a file can be
+ * created in their directory (one is, and removed at once). 0, or -1 with the reason in err. */
+int snapshot_prefix_check(const char *prefix, char *err, size_t errlen);
 /* Loads weights and history into net and the iteration into *iter; 0, or -1 with the reason
  * in err and net untouched. */
 int snapshot_read(const char *path, Net *net, long *iter, char *err, size_t errlen);

@@ -19,7 +19,7 @@ $(BENCH_DIR)/hook_cost: $(BUILD)/tools/bench/hook_cost.o
 ALL_TARGETS += $(BENCH_DIR)/hook_cost
 
 # bench-sim's quick subset as a test: consistent, and the same twice.
-$(BUILD)/tests/bench_sim.t: tests/bench_sim.sh tests/trainer_tap.sh $(BENCH_DIR)/hook_cost $(BUILD)/trainer/trainer \
+$(BUILD)/tests/bench_sim.t: tests/bench_sim.sh tests/trainer_tap.sh $(BENCH_DIR)/hook_cost $(BUILD)/trainer/lms-trainer \
     $(BUILD)/preload/liblms.so $(SIM_LIB)
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
