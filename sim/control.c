@@ -140,6 +140,38 @@ __attribute__((constructor)) static void handle_fork(void)
     pthread_atfork(lock_for_fork, unlock_after_fork, unlock_in_child);
 }
 
+/* The errors after which, on the GPU, the context is unusable: every later call in it returns
+ * the error again, until it is destroyed or reset (cuda.h's documentation of each). An injected
+ * one is as sticky as a real fault; any other injected error fails its one call. */
+static bool is_sticky(CUresult result)
+{
+    switch (result) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void make_sticky(const char *entry_point, CUresult result)
+{
+    cd_ctx *ctx;
+    pthread_mutex_lock(&cd.lock);
+    if (cd.initialized && cd_current_ctx_locked(&ctx) == CUDA_SUCCESS &&
+        ctx->sticky_error == CUDA_SUCCESS) {
+        ctx->sticky_error = result;
+        cd_log("%s: injected error %d, and every later call in its context fails", entry_point,
+               (int)result);
+    }
+    pthread_mutex_unlock(&cd.lock);
+}
+
 bool cd_enter(const char *entry_point, cd_entry_checks checks, CUresult *result)
 {
     pthread_mutex_lock(&stats_lock);
@@ -151,8 +183,11 @@ bool cd_enter(const char *entry_point, cd_entry_checks checks, CUresult *result)
     double host_ns = s->host_ns;
     pthread_mutex_unlock(&stats_lock);
     cd_host_charge(host_ns);
-    if (injected)
+    if (injected) {
+        if (is_sticky(*result))
+            make_sticky(entry_point, *result);
         return true;
+    }
     if (checks == CD_CHECK_NOTHING)
         return false;
     cd_ctx *ctx;
@@ -180,6 +215,30 @@ void sim_clear_faults(void)
     for (entry_stats *s = stats; s; s = s->hh.next)
         s->fail_in = 0;
     pthread_mutex_unlock(&stats_lock);
+}
+
+/* LMS_SIM_CALLS=FILE: at exit, each entry point called and its number of calls, one
+ * "name calls" line each, in name order, for tools that count calls of a whole program. */
+static int by_name(const entry_stats *a, const entry_stats *b) { return strcmp(a->name, b->name); }
+
+__attribute__((destructor)) static void write_call_counts(void)
+{
+    const char *path = cd_getenv("LMS_SIM_CALLS");
+    if (!path || !*path)
+        return;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        cd_log("LMS_SIM_CALLS=%s: cannot create it", path);
+        return;
+    }
+    pthread_mutex_lock(&stats_lock);
+    HASH_SORT(stats, by_name);
+    for (const entry_stats *s = stats; s; s = s->hh.next)
+        if (s->calls)
+            fprintf(f, "%s %lu\n", s->name, s->calls);
+    pthread_mutex_unlock(&stats_lock);
+    if (fclose(f) != 0)
+        cd_log("LMS_SIM_CALLS=%s: writing it failed", path);
 }
 
 unsigned long sim_calls(const char *entry_point)
@@ -233,6 +292,8 @@ unsigned long sim_unsupported_calls(void)
 
 /* ---- devices ---- */
 
+static CUresult arm_fault_from_env(void);
+
 CUresult cuInit(unsigned int Flags)
 {
     CD_ENTER_ANYTIME("cuInit");
@@ -242,6 +303,8 @@ CUresult cuInit(unsigned int Flags)
     pthread_mutex_lock(&cd.lock);
     if (!cd.initialized) {
         result = cd_configure_locked();
+        if (result == CUDA_SUCCESS)
+            result = arm_fault_from_env();
         cd.initialized = result == CUDA_SUCCESS;
         if (cd.initialized)
             cd_contexts_init_locked();
@@ -506,4 +569,34 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
     int i = error_index(error);
     *pStr = i < 0 ? NULL : errors[i].text;
     return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* LMS_SIM_FAIL=ENTRY:N:ERROR, read at cuInit: the Nth call of ENTRY since the process started
+ * (cuInit's own and earlier ones count) returns ERROR, a CUresult name with or without its
+ * CUDA_ERROR_ prefix. A sweep of faults over a whole program names each call this way. */
+static CUresult arm_fault_from_env(void)
+{
+    const char *text = cd_getenv("LMS_SIM_FAIL");
+    if (!text || !*text)
+        return CUDA_SUCCESS;
+    char entry[64], error[64], prefixed[80];
+    unsigned long nth;
+    int end = 0;
+    bool parsed = sscanf(text, "%63[^:]:%lu:%63[A-Z_]%n", entry, &nth, error, &end) == 3 &&
+                  text[end] == '\0' && nth > 0;
+    snprintf(prefixed, sizeof prefixed, "CUDA_ERROR_%s", error);
+    int code = -1;
+    for (size_t i = 0; parsed && code < 0 && i < sizeof errors / sizeof errors[0]; i++)
+        if (!strcmp(errors[i].name, error) || !strcmp(errors[i].name, prefixed))
+            code = (int)i;
+    if (code < 0 || errors[code].code == CUDA_SUCCESS) {
+        cd_log("LMS_SIM_FAIL=%s: expected ENTRY:N:ERROR, N from 1, ERROR a CUDA_ERROR_ name", text);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    unsigned long made = sim_calls(entry);
+    if (nth > made)
+        sim_fail_call(entry, nth - made, errors[code].code);
+    else
+        cd_log("LMS_SIM_FAIL=%s: call %lu was made before cuInit: nothing injected", text, nth);
+    return CUDA_SUCCESS;
 }

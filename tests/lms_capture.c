@@ -6,6 +6,7 @@
 #include "tests/lms_testlib.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #define MIB ((size_t)1 << 20)
 #define BUFS 12 /* 24 MiB of handles on a 16 MiB device */
@@ -17,10 +18,7 @@ static CUstream stream;
 static void setup(void)
 {
     ctx = lms_test_context();
-    for (int i = 0; i < BUFS; i++) {
-        CU_OK(cuMemAlloc(&buf[i], MIB));
-        CU_OK(cuMemsetD8(buf[i], 10, MIB));
-    }
+    lms_test_alloc_buffers(buf, BUFS, MIB, 10);
     CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 }
 
@@ -60,10 +58,8 @@ static int global_capture(void)
     EXPECT(pthread_join(t, &freed) == 0 && (intptr_t)freed == CUDA_SUCCESS);
     for (int i = 4; i < 8; i++)
         EXPECT(lms_test_launch(lms_test_add_kernel(), stream, buf[i], MIB, 1) == CUDA_SUCCESS);
-    CUgraph graph;
     CUgraphExec exec;
-    EXPECT(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
-    EXPECT(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+    EXPECT(lms_test_end_capture(stream, &exec) == CUDA_SUCCESS);
     EXPECT(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
     EXPECT(cuStreamSynchronize(stream) == CUDA_SUCCESS);
     for (int i = 0; i < 8; i++)
@@ -80,10 +76,8 @@ static int free_in_capture(void)
     EXPECT(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
     EXPECT(lms_test_launch(lms_test_add_kernel(), stream, buf[0], MIB, 1) == CUDA_SUCCESS);
     EXPECT(cuMemFreeAsync(buf[0], stream) == CUDA_SUCCESS);
-    CUgraph graph;
     CUgraphExec exec;
-    EXPECT(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
-    EXPECT(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+    EXPECT(lms_test_end_capture(stream, &exec) == CUDA_SUCCESS);
     for (int i = 1; i < BUFS; i++) /* evicts buf[0] and reaps what was freed */
         EXPECT(cuMemsetD8(buf[i], 3, MIB) == CUDA_SUCCESS);
     size_t before, after, total;
@@ -97,21 +91,45 @@ static int free_in_capture(void)
     return 0;
 }
 
+/* A wait of liblms's that fails once during a capture (the nth cuEventSynchronize, or with
+ * an event record failing, cuStreamSynchronize) falls back to another wait: never to one for
+ * the whole context, which would invalidate the capture. */
+static int waits_fail_in_capture(void)
+{
+    setup();
+    static const char *const waits[] = { "cuEventSynchronize", "cuEventRecord", "cuStreamSynchronize" };
+    for (unsigned w = 0; w < sizeof waits / sizeof waits[0]; w++)
+        for (unsigned long nth = 1; nth <= 3; nth++) {
+            EXPECT(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+            sim_fail_call(waits[w], nth, CUDA_ERROR_UNKNOWN);
+            if (strcmp(waits[w], "cuEventRecord") == 0) /* then the stream is drained */
+                sim_fail_call("cuStreamSynchronize", 1, CUDA_ERROR_UNKNOWN);
+            for (int i = 0; i < BUFS; i++)
+                lms_test_launch(lms_test_add_kernel(), stream, buf[i], MIB, 1);
+            sim_clear_faults();
+            CUgraph graph;
+            CUresult ended = cuStreamEndCapture(stream, &graph);
+            if (ended != CUDA_SUCCESS) {
+                fprintf(stderr, "%s failing at call %lu: cuStreamEndCapture returned %d\n", waits[w], nth, ended);
+                return 1;
+            }
+            EXPECT(cuGraphDestroy(graph) == CUDA_SUCCESS);
+        }
+    return 0;
+}
+
 static const lms_test_case cases[] = {
     { "global-capture", "a capture in global mode survives restores, evictions, allocations and "
       "another thread's free", global_capture, { NULL } },
     { "free-in-capture", "a buffer freed inside a capture lives until the graph runs", free_in_capture,
       { NULL } },
+    { "waits-fail-in-capture", "a wait of liblms's that fails during a capture does not invalidate it",
+      waits_fail_in_capture, { NULL } },
 };
 #define CASES (sizeof cases / sizeof cases[0])
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
-    plan((int)CASES);
-    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
-                                          "LMS_SIM_HOST_VMM=0", NULL };
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16", NULL };
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

@@ -5,13 +5,52 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define GRAIN ((size_t)2 << 20)
 
-int main(void)
+/* The child: five allocations; exits with the number (from 1) of the first that failed, 0
+ * when none did, or cuInit's error. */
+static int allocations_child(void)
 {
-    plan(22);
+    CUresult r = cuInit(0);
+    if (r != CUDA_SUCCESS)
+        return (int)r;
+    CUcontext ctx;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    int failed = 0;
+    for (int i = 1; i <= 5; i++) {
+        CUdeviceptr p;
+        if (cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS)
+            failed = failed ? failed : i;
+    }
+    return failed;
+}
+
+/* Runs allocations_child with the variables set; returns its exit status. */
+static int run_child(const char *fail, const char *calls)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        putenv((char *)fail);
+        if (calls)
+            putenv((char *)calls);
+        execl("/proc/self/exe", "sim_faults", "allocations", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "allocations"))
+        return allocations_child();
+    plan(32);
     char log[] = "/tmp/sim_faults_log.XXXXXX";
     int fd = mkstemp(log);
     if (fd < 0)
@@ -55,13 +94,13 @@ int main(void)
     CUdeviceptr r;
     is_int(cuMemAlloc_v2(&r, 4096), CUDA_ERROR_UNKNOWN, "a fault named with its versioned name");
     sim_fail_call("cuLaunchKernel", 1, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
-    sim_fail_call("cuLaunchKernel", 2, CUDA_ERROR_ILLEGAL_ADDRESS);
+    sim_fail_call("cuLaunchKernel", 2, CUDA_ERROR_INVALID_VALUE);
     CUfunction nothing = (CUfunction)&r; /* never reached: the fault comes first */
     is_int(cuLaunchKernel_ptsz(nothing, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
            CUDA_ERROR_INVALID_HANDLE,
            "a later fault for an entry replaces the pending one: the 1st call runs normally");
     is_int(cuLaunchKernel(nothing, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
-           CUDA_ERROR_ILLEGAL_ADDRESS, "the 2nd call is");
+           CUDA_ERROR_INVALID_VALUE, "the 2nd call is");
     sim_fail_call("cuMemFree", 1, CUDA_ERROR_INVALID_VALUE);
     sim_clear_faults();
     is_int(cuMemFree_v2(q), CUDA_SUCCESS, "sim_clear_faults drops pending faults");
@@ -112,6 +151,39 @@ int main(void)
     ok(file_mentions(log, "CUDA array"), "and logged");
 
     CHECK_CU(cuMemFree_v2(p));
+
+    /* An injected sticky error poisons the context, as a real fault does, until a reset. */
+    sim_fail_call("cuMemAlloc", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+    is_int(cuMemAlloc_v2(&r, 4096), CUDA_ERROR_ILLEGAL_ADDRESS, "an injected ILLEGAL_ADDRESS is returned");
+    size_t free_bytes, total_bytes;
+    is_int(cuMemGetInfo_v2(&free_bytes, &total_bytes), CUDA_ERROR_ILLEGAL_ADDRESS, "and sticks: a later call of another entry fails too");
+    CHECK_CU(cuDevicePrimaryCtxReset_v2(0));
+    CUcontext ctx;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    is_int(cuMemAlloc_v2(&r, 4096), CUDA_SUCCESS, "until the context is reset");
+    CHECK_CU(cuMemFree_v2(r));
+
+    /* From the environment: the nth call since the process started; the counts at exit. */
+    char calls[] = "/tmp/sim_faults_calls.XXXXXX";
+    if ((fd = mkstemp(calls)) < 0)
+        bail_out("mkstemp failed");
+    close(fd);
+    char env_calls[64];
+    snprintf(env_calls, sizeof env_calls, "LMS_SIM_CALLS=%s", calls);
+    static const char *const bad[] = { "LMS_SIM_FAIL=cuMemAlloc:0:UNKNOWN", "LMS_SIM_FAIL=cuMemAlloc:1:NO_SUCH",
+                                       "LMS_SIM_FAIL=cuMemAlloc:1" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        is_int(run_child(bad[i], NULL), CUDA_ERROR_INVALID_VALUE, "%s: cuInit refuses it", bad[i]);
+    ok(file_mentions(log, "LMS_SIM_FAIL"), "with a log line naming the variable");
+    is_int(run_child("LMS_SIM_FAIL=cuMemAlloc_v2:3:OUT_OF_MEMORY", env_calls), 3,
+           "LMS_SIM_FAIL=cuMemAlloc_v2:3:OUT_OF_MEMORY: the 3rd allocation of the process fails");
+    is_int(run_child("LMS_SIM_FAIL=cuMemAlloc:2:CUDA_ERROR_UNKNOWN", NULL), 2,
+           "the full CUDA_ERROR_ name works too");
+    ok(file_mentions(calls, "cuMemAlloc 5") && file_mentions(calls, "cuInit 1"),
+       "LMS_SIM_CALLS writes each entry point's calls at exit");
+
     unlink(log);
+    unlink(calls);
     return exit_status();
 }
