@@ -287,7 +287,7 @@ static const lms_test_case cases[] = {
     { "queued", "a victim's copy out waits for its queued last use, and so does its unmap",
       queued_last_use, { NULL } },
     { "larger", "calls larger than the device run with some buffers in host memory, right bytes",
-      larger_than_cache, { NULL } },
+      larger_than_cache, { "LMS_SIM_HOST_VMM=1", NULL } },
     { "larger-no-host-vmm", "without host VMM such a call is out of memory",
       larger_than_cache_without_host_vmm, { "LMS_SIM_HOST_VMM=0", NULL } },
     { "reset", "after cuDevicePrimaryCtxReset the old buffers are gone and new ones swap",
@@ -299,11 +299,7 @@ static const lms_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
     static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0",
                                           "LMS_SIM_CAPACITY_MB=16", NULL };
-    plan((int)CASES);
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

@@ -123,12 +123,11 @@ int main(int argc, char **argv)
     (void)argc;
     const char *build = getenv("LMS_BUILD_DIR");
     static char trace_path[4096], trace_env[4200];
-    /* The pid: re-executing with the environment keeps it. */
-    snprintf(trace_path, sizeof trace_path, "%s/tests/lms_fork.%d.json", build ? build : "build", (int)getpid());
-    snprintf(trace_env, sizeof trace_env, "LMS_TRACE=%s", trace_path);
+    snprintf(trace_env, sizeof trace_env, "LMS_TRACE=%s/tests/lms_fork.%%p.json", build ? build : "build");
     const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=64",
                                 "LMS_TRACE_USES=1", trace_env, NULL };
     lms_test_with_env(argv, env);
+    snprintf(trace_path, sizeof trace_path, "%s/tests/lms_fork.%d.json", build ? build : "build", (int)getpid());
     plan(WORKERS + 2);
     parent_pid = getpid();
     ctx = lms_test_context();

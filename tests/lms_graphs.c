@@ -25,12 +25,8 @@ static void *entry(const char *name, int version)
 
 static void setup(void)
 {
-    for (int i = 0; i < IN_GRAPH; i++) {
-        CU_OK(cuMemAlloc(&graph_buf[i], MIB));
-        CU_OK(cuMemsetD8(graph_buf[i], 10, MIB));
-    }
-    for (int i = 0; i < OTHERS; i++)
-        CU_OK(cuMemAlloc(&other[i], MIB));
+    lms_test_alloc_buffers(graph_buf, IN_GRAPH, MIB, 10);
+    lms_test_alloc_buffers(other, OTHERS, MIB, -1);
     CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 }
 
@@ -113,10 +109,8 @@ static int forked(void)
         EXPECT(cuEventRecord(join[k], side[k]) == CUDA_SUCCESS);
         EXPECT(cuStreamWaitEvent(stream, join[k], 0) == CUDA_SUCCESS);
     }
-    CUgraph graph;
     CUgraphExec exec;
-    EXPECT(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
-    EXPECT(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+    EXPECT(lms_test_end_capture(stream, &exec) == CUDA_SUCCESS);
     return launch_and_check(exec);
 }
 
@@ -202,11 +196,6 @@ static const lms_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
-    plan((int)CASES);
-    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
-                                          "LMS_SIM_HOST_VMM=0", NULL };
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16", NULL };
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

@@ -20,10 +20,8 @@ static CUdeviceptr buf, other[OTHERS];
 static void setup(void)
 {
     ctx = lms_test_context();
-    CU_OK(cuMemAlloc(&buf, MIB));
-    CU_OK(cuMemsetD8(buf, 10, MIB));
-    for (int i = 0; i < OTHERS; i++)
-        CU_OK(cuMemAlloc(&other[i], MIB));
+    lms_test_alloc_buffers(&buf, 1, MIB, 10);
+    lms_test_alloc_buffers(other, OTHERS, MIB, -1);
 }
 
 /* Writes every other buffer from a thread of its own: the buffer is evicted meanwhile. */
@@ -154,11 +152,6 @@ static const lms_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
-    plan((int)CASES);
-    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
-                                          "LMS_SIM_HOST_VMM=0", NULL };
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16", NULL };
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

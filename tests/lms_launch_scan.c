@@ -215,11 +215,6 @@ static const lms_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
-    plan((int)CASES);
-    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
-                                          "LMS_SIM_HOST_VMM=0", NULL };
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16", NULL };
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

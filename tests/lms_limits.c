@@ -177,7 +177,8 @@ static const lms_test_case cases[] = {
     { "cap", "cap mode: the soft limit is the device, to the byte; no VMM",
       cap_case, { "LMS_MODE=cap", "LMS_EXCLUDE_MB=4", NULL } },
     { "nothing-evictable", "small allocations: out of memory only when nothing evictable is left; "
-      "a swappable one then starts in host memory", nothing_evictable_case, { "LMS_EXCLUDE_MB=0", NULL } },
+      "a swappable one then starts in host memory", nothing_evictable_case,
+      { "LMS_EXCLUDE_MB=0", "LMS_SIM_HOST_VMM=1", NULL } },
     { "host-limit", "LMS_HOST_LIMIT_MB caps host backing: out of memory past it",
       host_limit_case, { "LMS_EXCLUDE_MB=0", "LMS_HOST_LIMIT_MB=4", NULL } },
     { "host-pool", "LMS_HOST_LIMIT_MB counts host backing in use: pooled backing of other sizes gives way",
@@ -195,10 +196,6 @@ static const lms_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
-    plan((int)CASES);
     static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_SIM_CAPACITY_MB=16", NULL };
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

@@ -47,7 +47,7 @@ static int without_host_vmm(void)
 
 static const lms_test_case cases[] = {
     { "host-vmm", "with host VMM, a block of 75 % of cuMemGetInfo's total is usable", with_host_vmm,
-      { NULL } },
+      { "LMS_SIM_HOST_VMM=1", NULL } },
     { "no-host-vmm", "without, it fails at once, with a log line naming the soft limit and "
       "cuMemGetInfo", without_host_vmm, { "LMS_SIM_HOST_VMM=0", NULL } },
 };
@@ -55,11 +55,7 @@ static const lms_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        return lms_test_run_case(argv[1], cases, CASES);
-    plan((int)CASES);
     static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
                                           "LMS_HOST_LIMIT_MB=48", NULL };
-    lms_test_cases(argv, cases, CASES, common);
-    return exit_status();
+    return lms_test_main(argc, argv, cases, CASES, common);
 }

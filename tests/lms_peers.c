@@ -46,15 +46,18 @@ int main(int argc, char **argv)
     CU_OK(cuCtxSetCurrent(own));
     CU_OK(cuMemAlloc(&buf, MIB));
     CU_OK(cuMemsetD8(buf, 7, MIB));
-    for (int i = 0; i < OTHERS; i++)
-        CU_OK(cuMemAlloc(&other[i], MIB));
-
     ok(access_of(buf, 1) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE && peer_reads(peer, own, buf, dst, 7) == 0,
        "a swappable allocation is open to the peer device");
-    for (int i = 0; i < OTHERS; i++)
+
+    for (int i = 0; i < OTHERS; i++) {
+        CU_OK(cuMemAlloc(&other[i], MIB));
         CU_OK(cuMemsetD8(other[i], 0, MIB));
-    ok(access_of(buf, 1) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-       "and so is its host backing, mapped at its address while it is evicted");
+    }
+    if (lms_test_host_vmm())
+        ok(access_of(buf, 1) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+           "and so is its host backing, mapped at its address while it is evicted");
+    else
+        skip(1, "without host VMM nothing is mapped at an evicted allocation's address");
     CU_OK(cuMemsetD8(buf, 9, MIB));
     ok(access_of(buf, 1) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "and so is its device memory after a restore");
     ok(peer_reads(peer, own, buf, dst, 9) == 0, "the peer reads it there");

@@ -97,10 +97,100 @@ static int missed_pointer_child(void)
     return ref.sum == pattern_sum(0) ? 0 : 1;
 }
 
+/* Clears the fault set for the nth call of point after `calls` of them; returns whether that
+ * call was made, and so failed. */
+static int clear_fault(const char *point, unsigned long calls, unsigned long nth)
+{
+    int reached = sim_calls(point) - calls >= nth;
+    sim_clear_faults();
+    return reached;
+}
+
+/* Fails the nth call of `point` from now while buffers move and one is allocated and freed,
+ * then clears the fault; true when the fault was reached and no byte was lost (the results
+ * are on stderr otherwise). */
+static int survives_fault(const char *point, unsigned long nth)
+{
+    write_all();
+    unsigned long calls = sim_calls(point);
+    sim_fail_call(point, nth, CUDA_ERROR_UNKNOWN);
+    CUresult results[5];
+    lms_test_pattern(host, BUFFER_BYTES, 0);
+    results[0] = cuMemcpyHtoD(buf[0], host, BUFFER_BYTES);
+    results[1] = lms_test_launch(lms_test_add_kernel(), NULL, buf[1], BUFFER_BYTES, 0);
+    results[2] = cuMemcpyDtoH(host, buf[2], BUFFER_BYTES);
+    /* Of another size than the last time: no spare handle fits it, one that does not goes. */
+    static unsigned turn;
+    CUdeviceptr extra = 0;
+    results[3] = cuMemAlloc(&extra, (turn++ % 2 ? 5 : 3) * MIB);
+    results[4] = results[3] == CUDA_SUCCESS ? cuMemFree(extra) : CUDA_SUCCESS;
+    int reached = clear_fault(point, calls, nth);
+    CU_OK(cuCtxSynchronize());
+    unsigned intact = count_intact(0);
+    if (intact != BUFFERS || !reached)
+        fprintf(stderr, "fault at %s call %lu (%s): results %d %d %d %d %d, %u of %u buffers intact\n", point, nth,
+                reached ? "reached" : "never reached", results[0], results[1], results[2], results[3], results[4],
+                intact, BUFFERS);
+    return intact == BUFFERS && reached;
+}
+
+/* The child of the event faults test: the first calls of cuEventQuery and cuEventSynchronize
+ * fail, one at a time. Exits 0 when no byte was lost. */
+static int event_faults_child(void)
+{
+    lms_test_context();
+    for (unsigned i = 0; i < BUFFERS; i++)
+        CU_OK(cuMemAlloc(&buf[i], BUFFER_BYTES));
+    int lost = 0;
+    for (unsigned long nth = 1; nth <= 3; nth++)
+        lost += !survives_fault("cuEventQuery", nth) + !survives_fault("cuEventSynchronize", nth);
+    return lost ? 1 : 0;
+}
+
+/* The child of the release fault test, on a device of three 2 MiB handles: the first release
+ * of a device handle fails once. Exits 0 when at most one call failed and every buffer holds
+ * what it should: the handle that was not released is not lost to liblms. */
+static int release_fault_child(void)
+{
+    lms_test_context();
+    CUstream stream;
+    CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    enum { N = 5 };
+    for (unsigned i = 0; i < N; i++) {
+        CU_OK(cuMemAlloc(&buf[i], BUFFER_BYTES));
+        lms_test_pattern(host, BUFFER_BYTES, i);
+        CU_OK(cuMemcpyHtoD(buf[i], host, BUFFER_BYTES));
+    }
+    /* The device is full of resident buffers and spare handles: a small allocation releases
+     * a spare, and that fails. */
+    sim_fail_call("cuMemRelease", 1, CUDA_ERROR_UNKNOWN);
+    CUdeviceptr small;
+    int failures = cuMemAlloc(&small, 4096) != CUDA_SUCCESS;
+    if (failures)
+        CU_OK(cuMemAlloc(&small, 4096));
+    if (sim_calls("cuMemRelease") == 0)
+        bail_out("no device handle was released");
+    for (unsigned round = 0; round < 3; round++)
+        for (unsigned i = 0; i < N; i++) {
+            lms_test_pattern(host, BUFFER_BYTES, i);
+            failures += cuMemcpyHtoD(buf[i], host, BUFFER_BYTES) != CUDA_SUCCESS;
+            failures += cuMemcpyDtoDAsync(buf[(i + 1) % N], buf[i], BUFFER_BYTES, stream) != CUDA_SUCCESS;
+            failures += cuStreamSynchronize(stream) != CUDA_SUCCESS;
+        }
+    for (unsigned i = 0; i < N; i++)
+        CU_OK(cuMemFree(buf[i]));
+    CU_OK(cuMemFree(small));
+    if (failures > 1)
+        fprintf(stderr, "%d calls failed after one failed cuMemRelease\n", failures);
+    return failures > 1;
+}
+
+/* The swap copies are the last point: device to device through host-located VMM, else
+ * through pinned memory (the copy out). */
 static const char *const fault_points[] = {
     "cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemAddressReserve",
-    "cuMemcpyDtoDAsync_v2", "cuStreamWaitEvent", "cuEventRecord", "cuEventSynchronize",
-    "cuMemRelease", "cuMemAddressFree",
+    "cuStreamWaitEvent", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",
+    "cuMemRelease", "cuMemAddressFree", "cuMemcpyDtoDAsync_v2",
 };
 #define FAULT_POINTS (sizeof fault_points / sizeof fault_points[0])
 
@@ -111,8 +201,12 @@ int main(int argc, char **argv)
     lms_test_with_env(argv, env);
     if (argc > 1 && strcmp(argv[1], "missed-pointer") == 0)
         return missed_pointer_child();
+    if (argc > 1 && strcmp(argv[1], "release-fault") == 0)
+        return release_fault_child();
+    if (argc > 1 && strcmp(argv[1], "event-faults") == 0)
+        return event_faults_child();
 
-    plan(15 + (int)FAULT_POINTS);
+    plan(16 + (int)FAULT_POINTS);
     lms_test_context();
 
     /* Stable pointers, intact data. */
@@ -140,15 +234,15 @@ int main(int argc, char **argv)
     write_all();
 
     /* The threshold: below it a plain allocation, at it a swappable one. */
-    unsigned long plain = sim_calls("cuMemAlloc_v2"), created = sim_calls("cuMemCreate");
+    unsigned long plain = sim_calls("cuMemAlloc_v2"), reserved = sim_calls("cuMemAddressReserve");
     CUdeviceptr small, large;
     CU_OK(cuMemAlloc(&small, 64 * 1024 - 1));
-    ok(sim_calls("cuMemAlloc_v2") == plain + 1 && sim_calls("cuMemCreate") == created,
+    ok(sim_calls("cuMemAlloc_v2") == plain + 1 && sim_calls("cuMemAddressReserve") == reserved,
        "LMS_THRESHOLD_KB - 1 byte: a plain allocation");
     plain = sim_calls("cuMemAlloc_v2");
     CU_OK(cuMemAlloc(&large, 64 * 1024));
-    ok(sim_calls("cuMemAlloc_v2") == plain && sim_calls("cuMemCreate") > created,
-       "LMS_THRESHOLD_KB exactly: a swappable allocation");
+    ok(sim_calls("cuMemAlloc_v2") == plain && sim_calls("cuMemAddressReserve") > reserved,
+       "LMS_THRESHOLD_KB exactly: a swappable allocation (its own address range)");
     CU_OK(cuMemFree(small));
     CU_OK(cuMemFree(large));
 
@@ -195,35 +289,30 @@ int main(int argc, char **argv)
 
     /* A pointer the launch hook never saw still reads right data, through host-located
      * memory mapped at the evicted buffer's address; without it the kernel crashes. */
-    static const char *const host_vmm[] = { "LMS_SIM_HOST_VMM=1", NULL };
-    static const char *const no_host_vmm[] = { "LMS_SIM_HOST_VMM=0", "LMS_TEST_QUIET=1", NULL };
-    int status = lms_test_run_self(argv, "missed-pointer", host_vmm);
-    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-       "with host-located VMM a kernel reads an evicted buffer through a missed pointer (status %#x)", status);
-    status = lms_test_run_self(argv, "missed-pointer", no_host_vmm);
-    ok(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0),
-       "without it the same kernel crashes or reads wrong data (status %#x)", status);
+    static const char *const quiet[] = { "LMS_TEST_QUIET=1", NULL };
+    int status = lms_test_run_self(argv, "missed-pointer", lms_test_host_vmm() ? NULL : quiet);
+    if (lms_test_host_vmm())
+        ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "a kernel reads an evicted buffer through a missed pointer (status %#x)", status);
+    else
+        ok(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0),
+           "a kernel that reads an evicted buffer through a missed pointer crashes or reads wrong data "
+           "(status %#x)", status);
 
     /* Fault injection: each driver call liblms makes fails once while buffers move; the
      * program sees a CUDA error or success, never a crash, and no byte is lost. */
     for (size_t f = 0; f < FAULT_POINTS; f++) {
-        write_all();
-        sim_fail_call(fault_points[f], 1, CUDA_ERROR_UNKNOWN);
-        CUresult results[4];
-        lms_test_pattern(host, BUFFER_BYTES, 0);
-        results[0] = cuMemcpyHtoD(buf[0], host, BUFFER_BYTES);
-        results[1] = lms_test_launch(lms_test_add_kernel(), NULL, buf[1], BUFFER_BYTES, 0);
-        results[2] = cuMemcpyDtoH(host, buf[2], BUFFER_BYTES);
-        CUdeviceptr extra = 0;
-        results[3] = cuMemAlloc(&extra, BUFFER_BYTES);
-        sim_clear_faults();
-        if (results[3] == CUDA_SUCCESS)
-            CU_OK(cuMemFree(extra));
-        CU_OK(cuCtxSynchronize());
-        unsigned intact = count_intact(0);
-        ok(intact == BUFFERS, "fault at %s: results %d %d %d %d, %u of %u buffers intact",
-           fault_points[f], results[0], results[1], results[2], results[3], intact, BUFFERS);
+        const char *point = f + 1 < FAULT_POINTS || lms_test_host_vmm() ? fault_points[f] : "cuMemcpyDtoHAsync_v2";
+        ok(survives_fault(point, 1), "fault at %s", point);
     }
+    /* Without host VMM nothing hides an unmap before the copy out has completed. */
+    status = lms_test_run_self(argv, "event-faults", NULL);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "a failed event query or wait is not taken for a completed eviction (status %#x)", status);
+    static const char *const small_device[] = { "LMS_SIM_CAPACITY_MB=6", NULL };
+    status = lms_test_run_self(argv, "release-fault", small_device);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "a device handle whose release failed once is released later, not lost (status %#x)", status);
 
     for (unsigned i = 0; i < BUFFERS; i++)
         CU_OK(cuMemFree(buf[i]));

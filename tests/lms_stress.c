@@ -1,7 +1,7 @@
 /* Randomized differential stress: alloc, free, write, launch, memset and read, with sizes
  * around the threshold, on an oversubscribed device, checked byte for byte against a plain
- * host model. Seeded and reproducible: LMS_STRESS_SEED (default 1), LMS_STRESS_OPS (default
- * 10^6; the sanitizer builds default to 10^5). */
+ * host model. Seeded and reproducible: LMS_STRESS_SEED (default 1), LMS_STRESS_OPS in each
+ * backing mode (default 5 * 10^5, 10^6 in all; the sanitizer builds default to a tenth). */
 #include "tests/lms_testlib.h"
 
 #include <stdint.h>
@@ -35,19 +35,18 @@ int main(int argc, char **argv)
     (void)argc;
     static const char *const env[] = { "LMS_THRESHOLD_KB=4", "LMS_EXCLUDE_MB=0",
                                        "LMS_SIM_CAPACITY_MB=16", NULL };
-    lms_test_with_env(argv, env);
+    lms_test_with_env_swapping(argv, env);
     const char *sanitize = getenv("SANITIZE");
-    unsigned long ops = sanitize && *sanitize ? 100000 : 1000000;
+    unsigned long ops = sanitize && *sanitize ? 50000 : 500000;
     if (getenv("LMS_STRESS_OPS"))
         ops = strtoul(getenv("LMS_STRESS_OPS"), NULL, 10);
     rng = getenv("LMS_STRESS_SEED") ? strtoull(getenv("LMS_STRESS_SEED"), NULL, 10) : 1;
     rng = rng * 0x9E3779B97F4A7C15ull | 1;
-    plan(3);
+    plan(2);
     note("%lu operations, seed %s", ops, getenv("LMS_STRESS_SEED") ? getenv("LMS_STRESS_SEED") : "1");
     lms_test_context();
     CUfunction add = lms_test_add_kernel();
     unsigned long mismatches = 0, errors = 0, reads = 0;
-    unsigned long evicts_before = sim_calls("cuMemUnmap");
     static unsigned char buf[MAX_BYTES];
 
     for (unsigned long op = 0; op < ops; op++) {
@@ -97,7 +96,5 @@ int main(int argc, char **argv)
             errors += cuMemFree(slots[i].ptr) != CUDA_SUCCESS;
     is_uint(mismatches, 0, "%lu reads match the host model", reads);
     is_uint(errors, 0, "no driver call failed");
-    ok(sim_calls("cuMemUnmap") > evicts_before, "allocations were evicted and restored (%lu unmaps)",
-       sim_calls("cuMemUnmap") - evicts_before);
     return exit_status();
 }

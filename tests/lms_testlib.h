@@ -10,11 +10,26 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* liblms reads its options when it loads: unless this process already runs with them, set
- * the NULL-terminated "NAME=value" list and re-execute the program (argv[0] must work).
- * Unless the list sets LMS_SIM_CONTEXT_RESERVE_MB or LMS_SIM_KERNEL_RESERVE_MB, the simulated
- * driver reserves no device memory for itself: all of it is the program's. */
+/* Every test runs in both backing modes of the simulated GPU, host-located VMM on and off
+ * (LMS_SIM_HOST_VMM=1, 0; only the one the environment names when it names one), and each
+ * TAP line ends with the mode it ran in: "[host VMM on]", "[host VMM off]".
+ *
+ * liblms reads its options when it loads: unless this process already runs with them, runs
+ * the program (argv[0] must work) again once in each mode with the NULL-terminated
+ * "NAME=value" list set, relays its TAP with the mode named, and exits. Unless the list sets
+ * LMS_SIM_CONTEXT_RESERVE_MB or LMS_SIM_KERNEL_RESERVE_MB, the simulated driver reserves no
+ * device memory for itself: all of it is the program's. A list that names LMS_SIM_HOST_VMM
+ * runs in that mode only. */
 void lms_test_with_env(char **argv, const char *const *env);
+/* The same, and after each mode's run one more test: liblms's own statistics (LMS_STATS=json)
+ * count swaps out, and bytes copied back in. */
+void lms_test_with_env_swapping(char **argv, const char *const *env);
+/* Runs a TAP test program (command[0], found in PATH, with command as its argv) once in each
+ * mode, relays its TAP with the mode named, and exits: for the script tests that run programs
+ * under liblms. */
+void lms_test_in_both_modes(char **command) __attribute__((noreturn));
+/* In a run: whether host-located VMM is on. */
+int lms_test_host_vmm(void);
 
 /* Runs argv[0] again as a child with extra_arg as argv[1] and the env list set; returns its
  * wait status. Its stdout is discarded; so is its stderr when the list sets LMS_TEST_QUIET. */
@@ -28,10 +43,11 @@ typedef struct lms_test_case {
     int (*run)(void);
     const char *env[8];
 } lms_test_case;
-/* In the parent: one TAP test per case, run with common's variables and then its own. */
-void lms_test_cases(char **argv, const lms_test_case *cases, size_t count, const char *const *common);
-/* In the child (argv[1] is `name`): runs that case and returns its result. */
-int lms_test_run_case(const char *name, const lms_test_case *cases, size_t count);
+/* The main of a test made of cases: with a case's name as argv[1] (the child), runs that
+ * case and returns its result; else one TAP test per case and mode, each run with common's
+ * variables and then its own. A case whose list (or common) names LMS_SIM_HOST_VMM runs in
+ * that mode only. */
+int lms_test_main(int argc, char **argv, const lms_test_case *cases, size_t count, const char *const *common);
 
 /* Inside a case: returns 1 with the file, line and condition unless cond holds. */
 #define EXPECT(cond)                                                             \
@@ -54,6 +70,11 @@ CUcontext lms_test_context(void);
 CUfunction lms_test_fill_kernel(void);
 CUfunction lms_test_add_kernel(void);
 CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t bytes, int value);
+/* Allocates count buffers of bytes each (bailing out on failure), every byte set to value
+ * unless value < 0. */
+void lms_test_alloc_buffers(CUdeviceptr *bufs, int count, size_t bytes, int value);
+/* Ends the capture on stream and instantiates its graph (no flags) into exec. */
+CUresult lms_test_end_capture(CUstream stream, CUgraphExec *exec);
 
 /* What the process writes to stderr between the two calls (liblms's log lines) is kept, not
  * shown; lms_test_stderr_end returns it (NUL-terminated, valid until the next begin). */

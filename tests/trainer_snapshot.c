@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/trainer_snapshot_XXXXXX";
@@ -113,7 +114,13 @@ int main(void)
     ok(snapshot_write(missing, a, 1, err, sizeof err) != 0 && strstr(err, "no/such/dir"),
        "a snapshot that cannot be written says where: %s", err);
     unlink(path);
-    is_int(files_in_dir(), 0, "nothing is left behind");
+    /* A write that fails after its temporary file was made there: the name is a directory. */
+    char occupied[300];
+    snprintf(occupied, sizeof occupied, "%s/occupied.snap", dir);
+    if (mkdir(occupied, 0700)) bail_out("mkdir %s failed", occupied);
+    ok(snapshot_write(occupied, a, 1, err, sizeof err) != 0 && files_in_dir() == 1,
+       "a write that fails in its own directory leaves nothing behind there: %s", err);
+    rmdir(occupied);
     rmdir(dir);
     net_free(a);
     net_free(b);

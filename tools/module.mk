@@ -1,7 +1,7 @@
 # Trace tools: lms-trace (reads the traces liblms writes) and lms-run (runs a program under
 # liblms). The trace writer itself (preload/trace.c, preload/stack.c) is linked into liblms.so
 # by preload/module.mk; here it is linked into the test workload that writes scripted traces.
-TRACE_OBJS := $(addprefix $(BUILD)/preload/,trace.o stack.o signals.o output_file.o)
+TRACE_OBJS := $(addprefix $(BUILD)/preload/,trace.o stack.o signals.o output_file.o quote.o)
 
 LMS_TRACE_OBJS := $(addprefix $(BUILD)/tools/,lms-trace.o json.o trace_read.o symbols.o summary.o plot.o \
                     memviz.o pickle.o tune.o)
@@ -31,8 +31,11 @@ $(BUILD)/tests/tools_%.t: tests/tools_%.py $(TOOLS_TEST_DEPS)
 	cp $< $@ && chmod 0755 $@
 # tune against the library: the run is liblms's own test program on the simulated GPU.
 $(BUILD)/tests/tools_replay.t: $(BUILD)/tests/lms_workload
-# liblms's statistics and echo, on the simulated GPU.
-$(BUILD)/tests/tools_stats.t: $(BUILD)/tests/lms_workload $(LIBLMS)
+# liblms's statistics and echo, on the simulated GPU, in both backing modes (preload/module.mk).
+$(BUILD)/tests/tools_stats.t: tests/tools_stats.py $(TOOLS_TEST_DEPS) $(BUILD)/tests/lms_workload $(LIBLMS) \
+    $(BUILD)/tests/lms_both_modes
+	@mkdir -p $(@D)
+	$(LMS_IN_BOTH_MODES)
 
 ALL_TARGETS += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(TRACE_OBJS)
 INSTALL_BIN += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run
