@@ -75,7 +75,7 @@ static sim_ns legacy_ready_locked(const cd_stream *s)
 static sim_ns schedule_copy_locked(sim_timeline *t, const cd_op *op, sim_ns ready, sim_ns *start)
 {
     const sim_calibration *cal = sim_calibration_now();
-    double bytes = (double)op->u.copy.width * (double)op->u.copy.height;
+    double bytes = (double)cd_copy_bytes(op);
     cd_memory_kind dst = cd_memory_kind_locked(op->u.copy.dst);
     cd_memory_kind src = cd_memory_kind_locked(op->u.copy.src);
     if (dst == CD_MEMORY_DEVICE && src == CD_MEMORY_DEVICE)

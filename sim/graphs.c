@@ -263,6 +263,72 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
     return result;
 }
 
+/* The node of hNode if it has the type; NULL (INVALID_VALUE for the caller) otherwise. */
+static const cd_node *node_of_type_locked(CUgraphNode hNode, CUgraphNodeType type)
+{
+    const cd_node *n = find_node_locked(hNode);
+    return n && n->type == type ? n : NULL;
+}
+
+/* One side of a copy node: where it starts, as the call named its memory. */
+static void copy_node_side(CUmemorytype type, uintptr_t start, CUmemorytype *type_out, const void **host,
+                           CUdeviceptr *device)
+{
+    *type_out = type;
+    if (type == CU_MEMORYTYPE_HOST)
+        *host = (const void *)start;
+    else
+        *device = (CUdeviceptr)start;
+}
+
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    CD_ENTER("cuGraphMemcpyNodeGetParams");
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&cd.lock);
+    const cd_node *n = node_of_type_locked(hNode, CU_GRAPH_NODE_TYPE_MEMCPY);
+    if (n) {
+        const cd_op *op = n->op;
+        CUDA_MEMCPY3D p = {
+            .srcPitch = op->u.copy.src_pitch,
+            .srcHeight = op->u.copy.src_pitch ? op->u.copy.src_plane / op->u.copy.src_pitch : 0,
+            .dstPitch = op->u.copy.dst_pitch,
+            .dstHeight = op->u.copy.dst_pitch ? op->u.copy.dst_plane / op->u.copy.dst_pitch : 0,
+            .WidthInBytes = op->u.copy.width,
+            .Height = op->u.copy.height,
+            .Depth = op->u.copy.depth,
+        };
+        const void *dst_host = NULL;
+        copy_node_side(op->u.copy.src_type, op->u.copy.src, &p.srcMemoryType, &p.srcHost, &p.srcDevice);
+        copy_node_side(op->u.copy.dst_type, op->u.copy.dst, &p.dstMemoryType, &dst_host, &p.dstDevice);
+        p.dstHost = (void *)dst_host;
+        *nodeParams = p;
+    }
+    pthread_mutex_unlock(&cd.lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    CD_ENTER("cuGraphMemsetNodeGetParams");
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&cd.lock);
+    const cd_node *n = node_of_type_locked(hNode, CU_GRAPH_NODE_TYPE_MEMSET);
+    if (n)
+        *nodeParams = (CUDA_MEMSET_NODE_PARAMS){
+            .dst = (CUdeviceptr)n->op->u.memset.dst,
+            .pitch = n->op->u.memset.pitch,
+            .value = n->op->u.memset.value,
+            .elementSize = n->op->u.memset.element_size,
+            .width = n->op->u.memset.count,
+            .height = n->op->u.memset.height,
+        };
+    pthread_mutex_unlock(&cd.lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
     if (!nodeParams)
@@ -453,6 +519,13 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraph
     if (logBuffer && bufferSize > 0)
         logBuffer[0] = '\0';
     return result;
+}
+
+/* The CUDA 10 form: the CUDA 11 one kept its parameters. */
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                            char *logBuffer, size_t bufferSize)
+{
+    return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 /* Queues the nodes' work on hStream in their order; each kernel is loaded into the stream's

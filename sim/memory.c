@@ -194,11 +194,27 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     return result;
 }
 
-/* Allocated at once from the stream's device, ready before any work the stream runs later.
- * A capture would need a memory-allocation node, which the simulator does not model. */
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+/* ---- stream-ordered allocation ----
+ * Each device has its default memory pool, which stays its current one: the simulator creates
+ * no other pools (cuMemPoolCreate and cuDeviceSetMemPool are unsupported). */
+
+CUmemoryPool cd_default_pool(int device) { return (CUmemoryPool)&cd.devices[device]; }
+
+/* The device whose default pool the handle is; -1 for anything else. */
+static int pool_device(CUmemoryPool pool)
 {
-    CD_ENTER("cuMemAllocAsync");
+    for (int d = 0; d < cd.device_count; d++)
+        if (pool && pool == cd_default_pool(d))
+            return d;
+    return -1;
+}
+
+/* Allocated at once from the pool of `device` (-1: the stream's device), ready before any work
+ * the stream runs later. A capture would need a memory-allocation node, which the simulator
+ * does not model. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, int device, CUstream hStream,
+                            const char *call)
+{
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     charge(&sim_calibration_now()->mem_alloc, bytesize);
@@ -206,11 +222,47 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
     if (result == CUDA_SUCCESS && s->capture)
-        result = cd_capture_refuse_locked(s, "cuMemAllocAsync");
+        result = cd_capture_refuse_locked(s, call);
     if (result == CUDA_SUCCESS)
-        result = alloc_device_locked(dptr, bytesize, s->ctx, NULL);
+        result = alloc_device_locked(dptr, bytesize, device < 0 ? s->ctx : &cd.devices[device].primary, NULL);
     pthread_mutex_unlock(&cd.lock);
     return result;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    CD_ENTER("cuMemAllocAsync");
+    return alloc_async(dptr, bytesize, -1, hStream, "cuMemAllocAsync");
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    CD_ENTER("cuMemAllocFromPoolAsync");
+    int device = pool_device(pool);
+    return device < 0 ? CUDA_ERROR_INVALID_VALUE
+                      : alloc_async(dptr, bytesize, device, hStream, "cuMemAllocFromPoolAsync");
+}
+
+static CUresult device_pool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= cd.device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pool_out = cd_default_pool(dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CD_ENTER("cuDeviceGetDefaultMemPool");
+    return device_pool(pool_out, dev);
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CD_ENTER("cuDeviceGetMemPool");
+    return device_pool(pool, dev);
 }
 
 CUresult cd_free_device_locked(uintptr_t ptr)

@@ -26,6 +26,12 @@ CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
 PER_THREAD(cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount))
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 PER_THREAD(cuMemcpy2D_v2(pCopy))
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+PER_THREAD(cuMemcpy2DUnaligned_v2(pCopy))
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
+PER_THREAD(cuMemcpy3D_v2(pCopy))
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
+PER_THREAD(cuMemcpy3DPeer(pCopy))
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 PER_THREAD(cuMemsetD8_v2(dstDevice, uc, N))
 CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
@@ -58,6 +64,18 @@ CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 PER_THREAD(cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream))
 CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 PER_THREAD(cuMemcpy2DAsync_v2(pCopy, hStream))
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                    CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                    CUstream hStream)
+PER_THREAD(cuMemcpyBatchAsync_v2(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream))
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                 CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                 size_t *failIdx, CUstream hStream)
+PER_THREAD(cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream))
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+PER_THREAD(cuMemcpy3DAsync_v2(pCopy, hStream))
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+PER_THREAD(cuMemcpy3DPeerAsync(pCopy, hStream))
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 PER_THREAD(cuMemsetD8Async(dstDevice, uc, N, hStream))
 CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
@@ -78,6 +96,9 @@ CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUd
 PER_THREAD(cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream))
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 PER_THREAD(cuMemAllocAsync(dptr, bytesize, hStream))
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+PER_THREAD(cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream))
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 PER_THREAD(cuMemFreeAsync(dptr, hStream))
 
@@ -97,6 +118,17 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         void **kernelParams)
 PER_THREAD(cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                                      blockDimZ, sharedMemBytes, hStream, kernelParams))
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+PER_THREAD(cuStreamWriteValue32_v2(stream, addr, value, flags))
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+PER_THREAD(cuStreamWriteValue64_v2(stream, addr, value, flags))
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+PER_THREAD(cuStreamWaitValue32_v2(stream, addr, value, flags))
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+PER_THREAD(cuStreamWaitValue64_v2(stream, addr, value, flags))
+CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,
+                                    unsigned int flags)
+PER_THREAD(cuStreamBatchMemOp_v2(stream, count, paramArray, flags))
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 PER_THREAD(cuLaunchHostFunc(hStream, fn, userData))
 

@@ -75,9 +75,7 @@ static CUresult attribute(void *data, CUpointer_attribute attribute, const cd_po
         *(size_t *)data = info->mapping_size;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        if (info->kind == CD_POINTER_POOL)
-            return cd_unsupported("cuPointerGetAttribute(MEMPOOL_HANDLE) of pool memory");
-        *(CUmemoryPool *)data = NULL;
+        *(CUmemoryPool *)data = info->kind == CD_POINTER_POOL ? cd_default_pool(info->device) : NULL;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:

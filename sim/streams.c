@@ -73,12 +73,14 @@ CUresult cd_op_clone_locked(const cd_op *op, cd_op **copy)
 bool cd_op_memory_usable_locked(const cd_op *op)
 {
     if (op->kind == CD_OP_COPY) {
-        size_t rows = op->u.copy.height - 1;
-        return cd_range_usable_locked(op->u.copy.dst, rows * op->u.copy.dst_pitch + op->u.copy.width,
-                                      op->u.copy.dst_host_ok, op->u.copy.dst_device, true) &&
-               cd_range_usable_locked(op->u.copy.src, rows * op->u.copy.src_pitch + op->u.copy.width,
-                                      op->u.copy.src_host_ok, op->u.copy.src_device, false);
+        return cd_range_usable_locked(op->u.copy.dst, cd_copy_span(op, true), op->u.copy.dst_host_ok,
+                                      op->u.copy.dst_device, true) &&
+               cd_range_usable_locked(op->u.copy.src, cd_copy_span(op, false), op->u.copy.src_host_ok,
+                                      op->u.copy.src_device, false);
     }
+    if (op->kind == CD_OP_MEMOP)
+        return cd_range_usable_locked(op->u.memop.addr, op->u.memop.size, false, op->u.memop.device,
+                                      op->u.memop.write);
     if (op->kind == CD_OP_MEMSET)
         return cd_range_usable_locked(op->u.memset.dst,
                                       (op->u.memset.height - 1) * op->u.memset.pitch +
@@ -89,9 +91,11 @@ bool cd_op_memory_usable_locked(const cd_op *op)
 
 static void run_copy(const cd_op *op)
 {
-    for (size_t row = 0; row < op->u.copy.height; row++)
-        memmove((void *)(op->u.copy.dst + row * op->u.copy.dst_pitch),
-                (const void *)(op->u.copy.src + row * op->u.copy.src_pitch), op->u.copy.width);
+    for (size_t plane = 0; plane < op->u.copy.depth; plane++)
+        for (size_t row = 0; row < op->u.copy.height; row++)
+            memmove((void *)(op->u.copy.dst + plane * op->u.copy.dst_plane + row * op->u.copy.dst_pitch),
+                    (const void *)(op->u.copy.src + plane * op->u.copy.src_plane + row * op->u.copy.src_pitch),
+                    op->u.copy.width);
 }
 
 static void run_memset(const cd_op *op)
@@ -131,6 +135,9 @@ static void run_unlocked(const cd_op *op)
     case CD_OP_HOST_FN:
         op->u.host_fn.fn(op->u.host_fn.user_data);
         break;
+    case CD_OP_MEMOP:
+        cd_memop_run(op);
+        break;
     default:
         break;
     }
@@ -143,7 +150,7 @@ static void finish_locked(const cd_op *op, bool done)
     switch (op->kind) {
     case CD_OP_COPY:
         if (done)
-            cd.bytes_copied += op->u.copy.width * op->u.copy.height;
+            cd.bytes_copied += cd_copy_bytes(op);
         break;
     case CD_OP_EVENT_RECORD: {
         cd_event *event = op->u.event.event;
@@ -163,7 +170,7 @@ static void finish_locked(const cd_op *op, bool done)
 
 static bool is_device_work(cd_op_kind kind)
 {
-    return kind == CD_OP_KERNEL || kind == CD_OP_COPY || kind == CD_OP_MEMSET;
+    return kind == CD_OP_KERNEL || kind == CD_OP_COPY || kind == CD_OP_MEMSET || kind == CD_OP_MEMOP;
 }
 
 /* Whether a queued operation may still touch its memory when its turn comes: memory may have
@@ -180,6 +187,8 @@ static bool may_run_locked(const cd_op *op, const cd_stream *s)
     cd_fault_locked(s->ctx, op->kind == CD_OP_KERNEL ? "a queued kernel uses memory its device cannot reach"
                     : op->kind == CD_OP_COPY ? "a queued copy touched memory unmapped or without "
                                                "access since it was queued"
+                    : op->kind == CD_OP_MEMOP ? "a queued memory operation touched memory unmapped or "
+                                                "without access since it was queued"
                                              : "a queued memset touched memory unmapped or without "
                                                "access since it was queued");
     return false;
@@ -466,6 +475,15 @@ static void wait_until_locked(const cd_stream *s, unsigned long ticket)
         pthread_cond_wait(&cd.progress, &cd.lock);
 }
 
+CUresult cd_enqueue_staged_locked(CUstream hStream, cd_op *op)
+{
+    cd_stream *s;
+    CUresult result = cd_enqueue_locked(hStream, op, &s);
+    if (result == CUDA_SUCCESS && !s->capture)
+        wait_until_locked(s, s->submitted);
+    return result;
+}
+
 /* Synchronous copies and memsets are "potentially unsafe" during a capture, and cannot run on
  * a default stream that captures. */
 CUresult cd_run_sync_locked(cd_op *op)
@@ -654,33 +672,31 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
     return cd_enqueue(hStream, op);
 }
 
-/* Ids count from 1 over the process's life, the special streams included. */
-CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+/* A stream's id and context (either may be NULL), read under the lock. The special handles
+ * name the current context's streams, as the driver documents. */
+static CUresult stream_identity(CUstream hStream, unsigned long long *id, CUcontext *pctx)
 {
-    CD_ENTER("cuStreamGetId");
-    if (!streamId)
-        return CUDA_ERROR_INVALID_VALUE;
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS)
-        *streamId = s->id;
+    if (result == CUDA_SUCCESS && id)
+        *id = s->id;
+    if (result == CUDA_SUCCESS && pctx)
+        *pctx = (CUcontext)s->ctx;
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
 
-/* The special handles name the current context, as the driver documents. */
+/* Ids count from 1 over the process's life, the special streams included. */
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    CD_ENTER("cuStreamGetId");
+    return streamId ? stream_identity(hStream, streamId, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult stream_ctx(CUstream hStream, CUcontext *pctx)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    cd_stream *s;
-    pthread_mutex_lock(&cd.lock);
-    CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS)
-        *pctx = (CUcontext)s->ctx;
-    pthread_mutex_unlock(&cd.lock);
-    return result;
+    return pctx ? stream_identity(hStream, NULL, pctx) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)

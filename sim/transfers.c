@@ -33,10 +33,14 @@ static CUresult submit(cd_op *op, bool sync, CUstream hStream)
         if (!cd_op_memory_usable_locked(op))
             result = CUDA_ERROR_INVALID_VALUE;
     }
+    bool staged = op->kind == CD_OP_COPY && (cd_memory_kind_locked(op->u.copy.dst) == CD_MEMORY_PAGEABLE ||
+                                             cd_memory_kind_locked(op->u.copy.src) == CD_MEMORY_PAGEABLE);
     if (result != CUDA_SUCCESS)
         cd_op_free_locked(op);
+    else if (sync)
+        result = cd_run_sync_locked(op);
     else
-        result = sync ? cd_run_sync_locked(op) : cd_enqueue_locked(hStream, op, &s);
+        result = staged ? cd_enqueue_staged_locked(hStream, op) : cd_enqueue_locked(hStream, op, &s);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -52,10 +56,13 @@ static CUresult copy_op(cd_op **op, uintptr_t dst, bool dst_host_ok, uintptr_t s
     (*op)->u.copy.dst = dst;
     (*op)->u.copy.src = src;
     (*op)->u.copy.width = size;
-    (*op)->u.copy.height = 1;
+    (*op)->u.copy.height = (*op)->u.copy.depth = 1;
     (*op)->u.copy.dst_host_ok = dst_host_ok;
     (*op)->u.copy.src_host_ok = src_host_ok;
     (*op)->u.copy.dst_device = (*op)->u.copy.src_device = CD_STREAM_DEVICE;
+    /* A side that may be host memory is the host's, or unified when both may be (cuMemcpy). */
+    (*op)->u.copy.dst_type = !dst_host_ok ? CU_MEMORYTYPE_DEVICE : src_host_ok ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_HOST;
+    (*op)->u.copy.src_type = !src_host_ok ? CU_MEMORYTYPE_DEVICE : dst_host_ok ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_HOST;
     return CUDA_SUCCESS;
 }
 
@@ -234,20 +241,29 @@ CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int
 
 /* ---- copies between devices: each side needs its own context's device's access ---- */
 
-static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
-                          size_t size, bool sync, CUstream hStream)
+/* The devices of a peer copy's two contexts: INVALID_CONTEXT unless both are alive. */
+static CUresult peer_devices(CUcontext dst_ctx, CUcontext src_ctx, int *dst_device, int *src_device)
 {
     pthread_mutex_lock(&cd.lock);
     const cd_ctx *d = cd_ctx_find_locked(dst_ctx), *s = cd_ctx_find_locked(src_ctx);
     bool alive = d && s && d->alive && s->alive;
-    int dst_device = alive ? d->device : 0, src_device = alive ? s->device : 0;
+    if (alive) {
+        *dst_device = d->device;
+        *src_device = s->device;
+    }
     pthread_mutex_unlock(&cd.lock);
-    if (!alive)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (size == 0)
-        return CUDA_SUCCESS;
+    return alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                          size_t size, bool sync, CUstream hStream)
+{
+    int dst_device, src_device;
+    CUresult result = peer_devices(dst_ctx, src_ctx, &dst_device, &src_device);
+    if (result != CUDA_SUCCESS || size == 0)
+        return result;
     cd_op *op;
-    CUresult result = copy_op(&op, (uintptr_t)dst, DEVICE_ONLY, (uintptr_t)src, DEVICE_ONLY, size);
+    result = copy_op(&op, (uintptr_t)dst, DEVICE_ONLY, (uintptr_t)src, DEVICE_ONLY, size);
     if (result != CUDA_SUCCESS)
         return result;
     op->u.copy.dst_device = dst_device;
@@ -269,51 +285,61 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
     return copy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, false, hStream);
 }
 
-/* ---- 2D copies between host, device and unified memory (no arrays) ---- */
+/* ---- 2D and 3D copies between host, device and unified memory (no arrays) ---- */
 
-/* The first byte of one side of a 2D copy, and whether it may be pageable host memory. */
-static CUresult copy2d_side(CUmemorytype type, const void *host, CUdeviceptr device, size_t x,
-                            size_t y, size_t pitch, uintptr_t *start, bool *host_ok)
+/* One side of a pitched copy: its memory, where the copy starts in it (x bytes into row y of
+ * plane z), and its rows' and planes' strides (pitch bytes; plane_rows rows). */
+typedef struct pitched_side {
+    CUmemorytype type;
+    const void *host;
+    CUdeviceptr device;
+    size_t x, y, z, pitch, plane_rows;
+} pitched_side;
+
+/* The first byte of one side, and whether it may be pageable host memory. */
+static CUresult pitched_start(const pitched_side *side, uintptr_t *start, bool *host_ok)
 {
-    switch (type) {
+    switch (side->type) {
     case CU_MEMORYTYPE_HOST:
-        *start = (uintptr_t)host;
+        *start = (uintptr_t)side->host;
         *host_ok = true;
         break;
     case CU_MEMORYTYPE_DEVICE:
-        *start = (uintptr_t)device;
+        *start = (uintptr_t)side->device;
         *host_ok = false;
         break;
     case CU_MEMORYTYPE_UNIFIED:
-        *start = (uintptr_t)device;
+        *start = (uintptr_t)side->device;
         *host_ok = true;
         break;
     case CU_MEMORYTYPE_ARRAY:
-        return cd_unsupported("cuMemcpy2D with a CUDA array");
+        return cd_unsupported("a 2D or 3D copy with a CUDA array");
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!*start)
         return CUDA_ERROR_INVALID_VALUE;
-    *start += y * pitch + x;
+    *start += (side->z * side->plane_rows + side->y) * side->pitch + side->x;
     return CUDA_SUCCESS;
 }
 
-static CUresult copy2d(const CUDA_MEMCPY2D *p, bool sync, CUstream hStream)
+/* depth planes of height rows of width bytes. As on the real driver, rows may not be wider
+ * than a pitch, nor planes taller than their side's plane_rows. Sides for CD_STREAM_DEVICE
+ * need the stream's device's access (a peer copy names each side's device). */
+static CUresult copy_pitched(const pitched_side *dst_side, int dst_device, const pitched_side *src_side,
+                             int src_device, size_t width, size_t height, size_t depth, bool sync,
+                             CUstream hStream)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->WidthInBytes == 0 || p->Height == 0)
+    if (width == 0 || height == 0 || depth == 0)
         return CUDA_SUCCESS;
-    if (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes)
+    if (src_side->pitch < width || dst_side->pitch < width ||
+        (depth > 1 && (src_side->plane_rows < height || dst_side->plane_rows < height)))
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t src = 0, dst = 0;
     bool src_host_ok = false, dst_host_ok = false;
-    CUresult result = copy2d_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
-                                  p->srcY, p->srcPitch, &src, &src_host_ok);
+    CUresult result = pitched_start(src_side, &src, &src_host_ok);
     if (result == CUDA_SUCCESS)
-        result = copy2d_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
-                             p->dstPitch, &dst, &dst_host_ok);
+        result = pitched_start(dst_side, &dst, &dst_host_ok);
     if (result != CUDA_SUCCESS)
         return result;
     cd_op *op = cd_op_new(CD_OP_COPY);
@@ -321,14 +347,32 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, bool sync, CUstream hStream)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.copy.dst = dst;
     op->u.copy.src = src;
-    op->u.copy.dst_pitch = p->dstPitch;
-    op->u.copy.src_pitch = p->srcPitch;
-    op->u.copy.width = p->WidthInBytes;
-    op->u.copy.height = p->Height;
+    op->u.copy.dst_pitch = dst_side->pitch;
+    op->u.copy.src_pitch = src_side->pitch;
+    op->u.copy.width = width;
+    op->u.copy.height = height;
+    op->u.copy.depth = depth;
+    op->u.copy.dst_plane = dst_side->plane_rows * dst_side->pitch;
+    op->u.copy.src_plane = src_side->plane_rows * src_side->pitch;
     op->u.copy.dst_host_ok = dst_host_ok;
     op->u.copy.src_host_ok = src_host_ok;
-    op->u.copy.dst_device = op->u.copy.src_device = CD_STREAM_DEVICE;
+    op->u.copy.dst_device = dst_device;
+    op->u.copy.src_device = src_device;
+    op->u.copy.dst_type = dst_side->type;
+    op->u.copy.src_type = src_side->type;
     return submit(op, sync, hStream);
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, bool sync, CUstream hStream)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    pitched_side src = {p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, 0,
+                        p->srcPitch, p->Height};
+    pitched_side dst = {p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, 0,
+                        p->dstPitch, p->Height};
+    return copy_pitched(&dst, CD_STREAM_DEVICE, &src, CD_STREAM_DEVICE, p->WidthInBytes, p->Height, 1,
+                        sync, hStream);
 }
 
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
@@ -337,8 +381,158 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
     return copy2d(pCopy, true, NULL);
 }
 
+/* The simulator puts no alignment constraint on cuMemcpy2D's pitches: both forms are one. */
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    CD_ENTER("cuMemcpy2DUnaligned");
+    return copy2d(pCopy, true, NULL);
+}
+
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
     CD_ENTER("cuMemcpy2DAsync");
     return copy2d(pCopy, false, hStream);
+}
+
+/* The fields CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER share, for one side. */
+#define PITCHED_SIDE_3D(p, side)                                                              \
+    ((pitched_side){(p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, \
+                    (p)->side##Y, (p)->side##Z, (p)->side##Pitch, (p)->side##Height})
+
+/* A 3D copy; level-of-detail fields name array mipmaps, which the simulator has none of. */
+static CUresult copy3d(const CUDA_MEMCPY3D *p, bool sync, CUstream hStream)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcLOD || p->dstLOD || p->reserved0 || p->reserved1)
+        return CUDA_ERROR_INVALID_VALUE;
+    pitched_side src = PITCHED_SIDE_3D(p, src), dst = PITCHED_SIDE_3D(p, dst);
+    return copy_pitched(&dst, CD_STREAM_DEVICE, &src, CD_STREAM_DEVICE, p->WidthInBytes, p->Height,
+                        p->Depth, sync, hStream);
+}
+
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+    CD_ENTER("cuMemcpy3D");
+    return copy3d(pCopy, true, NULL);
+}
+
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    CD_ENTER("cuMemcpy3DAsync");
+    return copy3d(pCopy, false, hStream);
+}
+
+/* Each side needs its own context's device's access, as in cuMemcpyPeer. */
+static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, bool sync, CUstream hStream)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcLOD || p->dstLOD)
+        return CUDA_ERROR_INVALID_VALUE;
+    int dst_device, src_device;
+    CUresult result = peer_devices(p->dstContext, p->srcContext, &dst_device, &src_device);
+    if (result != CUDA_SUCCESS)
+        return result;
+    pitched_side src = PITCHED_SIDE_3D(p, src), dst = PITCHED_SIDE_3D(p, dst);
+    return copy_pitched(&dst, dst_device, &src, src_device, p->WidthInBytes, p->Height, p->Depth, sync,
+                        hStream);
+}
+
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    CD_ENTER("cuMemcpy3DPeer");
+    return copy3d_peer(pCopy, true, NULL);
+}
+
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    CD_ENTER("cuMemcpy3DPeerAsync");
+    return copy3d_peer(pCopy, false, hStream);
+}
+
+/* ---- batches of copies between pointers (cuMemcpyBatchAsync) ---- */
+
+/* Every copy of the batch has attributes: the first index 0, each above the one before and
+ * below count, with a source access order and known flags. */
+static bool batch_attributes_valid(size_t count, const CUmemcpyAttributes *attrs, const size_t *idxs,
+                                   size_t num)
+{
+    if (!attrs || !idxs || num == 0 || num > count || idxs[0] != 0)
+        return false;
+    for (size_t k = 0; k < num; k++)
+        if ((k && idxs[k] <= idxs[k - 1]) || idxs[k] >= count ||
+            attrs[k].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+            attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY ||
+            (attrs[k].flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE))
+            return false;
+    return true;
+}
+
+/* Queues every copy of the batch on hStream (not the legacy stream), or none; *fail_idx names
+ * the copy that could not be, else SIZE_MAX. Sources in pageable memory are read before it
+ * returns (as any asynchronous copy stages them), which covers the ephemeral sources
+ * CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL names. */
+static CUresult copy_batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, const size_t *sizes, size_t count,
+                           const CUmemcpyAttributes *attrs, const size_t *idxs, size_t num, size_t *fail_idx,
+                           CUstream hStream)
+{
+    size_t failed = SIZE_MAX;
+    if (fail_idx)
+        *fail_idx = failed;
+    if (!dsts || !srcs || !sizes || count == 0 || !batch_attributes_valid(count, attrs, idxs, num))
+        return CUDA_ERROR_INVALID_VALUE;
+    cd_op **ops = calloc(count, sizeof *ops);
+    if (!ops)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult result = CUDA_SUCCESS;
+    for (size_t i = 0; i < count && result == CUDA_SUCCESS; i++)
+        if (sizes[i] && (result = copy_op(&ops[i], dsts[i], HOST_OK, srcs[i], HOST_OK, sizes[i])) != CUDA_SUCCESS)
+            failed = i;
+    cd_stream *s;
+    bool staged = false;
+    pthread_mutex_lock(&cd.lock);
+    if (result == CUDA_SUCCESS && (result = cd_resolve_stream_locked(hStream, &s)) == CUDA_SUCCESS &&
+        s->is_null)
+        result = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count && result == CUDA_SUCCESS; i++) {
+        if (!ops[i])
+            continue;
+        ops[i]->u.copy.dst_device = ops[i]->u.copy.src_device = s->ctx->device;
+        staged |= cd_memory_kind_locked(ops[i]->u.copy.src) == CD_MEMORY_PAGEABLE ||
+                  cd_memory_kind_locked(ops[i]->u.copy.dst) == CD_MEMORY_PAGEABLE;
+        if (!cd_op_memory_usable_locked(ops[i]))
+            result = CUDA_ERROR_INVALID_VALUE, failed = i;
+    }
+    size_t last = count; /* the last copy: a staged batch returns once it is done */
+    while (last > 0 && !ops[last - 1])
+        last--;
+    size_t queued = 0;
+    for (; queued < count && result == CUDA_SUCCESS; queued++)
+        if (ops[queued])
+            result = staged && queued + 1 == last ? cd_enqueue_staged_locked(hStream, ops[queued])
+                                                  : cd_enqueue_locked(hStream, ops[queued], &s);
+    for (size_t i = queued; i < count; i++)
+        if (ops[i])
+            cd_op_free_locked(ops[i]);
+    pthread_mutex_unlock(&cd.lock);
+    free(ops);
+    if (fail_idx && result != CUDA_SUCCESS)
+        *fail_idx = failed;
+    return result;
+}
+
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    CD_ENTER("cuMemcpyBatchAsync");
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream);
+}
+
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                            CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                            CUstream hStream)
+{
+    CD_ENTER("cuMemcpyBatchAsync");
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream);
 }

@@ -82,11 +82,13 @@ void cd_device_work_begin_locked(cd_device_work *work, const cd_op *op)
 {
     *work = (cd_device_work){.kernel = op->kind == CD_OP_KERNEL, .next = work_running};
     if (op->kind == CD_OP_COPY) {
-        size_t rows = op->u.copy.height - 1;
         work->start[0] = op->u.copy.dst;
-        work->end[0] = op->u.copy.dst + rows * op->u.copy.dst_pitch + op->u.copy.width;
+        work->end[0] = op->u.copy.dst + cd_copy_span(op, true);
         work->start[1] = op->u.copy.src;
-        work->end[1] = op->u.copy.src + rows * op->u.copy.src_pitch + op->u.copy.width;
+        work->end[1] = op->u.copy.src + cd_copy_span(op, false);
+    } else if (op->kind == CD_OP_MEMOP) {
+        work->start[0] = op->u.memop.addr;
+        work->end[0] = op->u.memop.addr + op->u.memop.size;
     } else if (op->kind == CD_OP_MEMSET) {
         work->start[0] = op->u.memset.dst;
         work->end[0] = op->u.memset.dst + (op->u.memset.height - 1) * op->u.memset.pitch +
