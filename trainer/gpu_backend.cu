@@ -615,6 +615,17 @@ static void gpu_close(void)
 
 static Backend gpu_backend;
 
+void *gpu_backend_stream(void)
+{
+    return gpu.stream;
+}
+
+int gpu_backend_device_count(void)
+{
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 const Backend *gpu_backend_open(int device, const GpuOptions *opt, char *err, size_t errlen)
 {
     int count = 0;

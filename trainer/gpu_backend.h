@@ -22,6 +22,10 @@ typedef struct GpuOptions {
 /* Selects CUDA device `device` and creates the stream and the cuDNN and cuBLAS handles.
  * Returns the backend, or NULL with the reason (no GPU, no such device) in err. */
 const Backend *gpu_backend_open(int device, const GpuOptions *opt, char *err, size_t errlen);
+/* The CUDA devices this process sees; 0 where there is no GPU or driver. */
+int gpu_backend_device_count(void);
+/* The stream the open backend queues its work on (a cudaStream_t), for others' work to follow. */
+void *gpu_backend_stream(void);
 
 /* The backend's prepare and teardown, which need no GPU: each convolution's and softmax's cuDNN
  * descriptors for the net's shapes, one rank for the whole net (4-D, or 5-D for volumes), with

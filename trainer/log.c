@@ -2,11 +2,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
+
+static int log_rank;
 
 void log_info(const char *fmt, ...)
 {
+    if (log_rank) return;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;
@@ -19,4 +24,46 @@ void log_info(const char *fmt, ...)
     vsnprintf(line + n, sizeof line - n, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", line);
+}
+
+/* stderr of a rank other than 0: every line starts with the rank. */
+typedef struct RankStream {
+    char prefix[32];
+    int line_start;
+} RankStream;
+
+static void write_all(const char *buf, size_t size)
+{
+    while (size) {
+        ssize_t n = write(STDERR_FILENO, buf, size);
+        if (n <= 0) return;
+        buf += n;
+        size -= (size_t)n;
+    }
+}
+
+static ssize_t rank_stream_write(void *cookie, const char *buf, size_t size)
+{
+    RankStream *s = cookie;
+    for (size_t at = 0; at < size;) {
+        if (s->line_start) write_all(s->prefix, strlen(s->prefix));
+        const char *end = memchr(buf + at, '\n', size - at);
+        size_t n = end ? (size_t)(end - (buf + at)) + 1 : size - at;
+        write_all(buf + at, n);
+        s->line_start = end != NULL;
+        at += n;
+    }
+    return (ssize_t)size;
+}
+
+void log_set_rank(int rank)
+{
+    static RankStream stream = {.line_start = 1};
+    log_rank = rank;
+    if (!rank) return;
+    snprintf(stream.prefix, sizeof stream.prefix, "rank %d: ", rank);
+    FILE *prefixed = fopencookie(&stream, "w", (cookie_io_functions_t){.write = rank_stream_write});
+    if (!prefixed) return; /* unprefixed, then: still on stderr */
+    setvbuf(prefixed, NULL, _IOLBF, 0);
+    stderr = prefixed;
 }

@@ -4,4 +4,8 @@
 
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One rank of several (trainer/ranks.h): rank 0 logs; any other drops log_info's lines and
+ * prefixes with "rank N: " each line it writes to stderr (its warnings and errors). */
+void log_set_rank(int rank);
+
 #endif

@@ -1,7 +1,9 @@
 /* The training loop (Caffe's Solver::Step), the test phase, timing and the memory report. */
 #include "trainer/run.h"
 #include "trainer/data.h"
+#include "trainer/data_parallel.h"
 #include "trainer/log.h"
+#include "trainer/ranks.h"
 #include "trainer/snapshot.h"
 
 #include <stdlib.h>
@@ -37,43 +39,53 @@ static void feeder_close(Feeder *f, const Net *net)
     dataset_close(&f->ds);
 }
 
-/* Loads batch number `index` of the data set into the net's input and label tensors. */
+/* Loads this rank's share of batch number `index` of the data set into the net's input and
+ * label tensors. */
 static void feed(Feeder *f, Net *net, long index)
 {
     const Backend *be = net->be;
-    long first = index * net->batch;
+    long first = dp_first_sample(net, index);
     be->gather(net->tensors[net->input].data, f->pixels, dataset_sample_size(&f->ds), first, net->batch,
                f->ds.count, net->subtract_mean ? 128.0f : 0.0f, net->input_scale);
     be->gather(net->tensors[net->label].data, f->labels, dataset_label_size(&f->ds), first, net->batch,
                f->ds.count, 0.0f, 1.0f);
 }
 
-static void test_phase(const Config *cfg, Net *net, Feeder *test, long iter)
+/* progress: a line per batch with its own figures (this rank's), as caffe test prints. */
+static void test_phase(const Config *cfg, Net *net, Feeder *test, long iter, int progress)
 {
     int classes = net->layers[net->loss_layer].aux.c, segmentation = cfg->model->segmentation;
-    float *dice = calloc(classes, sizeof *dice), *batch_dice = calloc(classes, sizeof *batch_dice);
-    double accuracy = 0, loss = 0;
+    float *batch_dice = calloc(classes, sizeof *batch_dice);
+    /* accuracy, loss, then the dice of each class: averaged over the ranks, each rank's share
+     * of a batch being as large as another's */
+    double *sums = calloc(2 + classes, sizeof *sums), *dice = sums + 2;
     log_info("Iteration %ld, Testing net (#0)", iter);
     net->train = 0;
     for (long b = 0; b < cfg->solver.test_iter; b++) {
         feed(test, net, b);
         net_forward(net);
-        accuracy += net_accuracy(net, segmentation ? batch_dice : NULL);
-        loss += net_loss(net);
+        double accuracy = net_accuracy(net, segmentation ? batch_dice : NULL), loss = net_loss(net);
+        sums[0] += accuracy;
+        sums[1] += loss;
+        if (progress)
+            log_info("Batch %ld/%ld (%.1f%%): accuracy = %g, loss = %g", b + 1, cfg->solver.test_iter,
+                     100.0 * (b + 1) / cfg->solver.test_iter, accuracy, loss);
         for (int k = 0; k < classes && segmentation; k++) dice[k] += batch_dice[k];
     }
     net->train = 1;
+    dp_average(sums, 2 + classes);
     long n = cfg->solver.test_iter;
-    log_info("    Test net output #0: accuracy = %g", accuracy / n);
-    log_info("    Test net output #1: loss = %g (* 1 = %g loss)", loss / n, loss / n);
+    log_info("    Test net output #0: accuracy = %g", sums[0] / n);
+    log_info("    Test net output #1: loss = %g (* 1 = %g loss)", sums[1] / n, sums[1] / n);
     for (int k = 1; k < classes && segmentation; k++)
         log_info("    Test net output #%d: dice class %d = %g", k + 1, k, dice[k] / n);
-    free(dice);
+    free(sums);
     free(batch_dice);
 }
 
 static int snapshot(const Config *cfg, Net *net, long iter)
 {
+    if (ranks_rank()) return 0; /* the ranks' weights are the same: rank 0 writes them */
     char path[4096], err[4300];
     snprintf(path, sizeof path, "%s_iter_%ld.snap", cfg->snapshot_prefix, iter);
     log_info("Snapshotting to binary file %s", path);
@@ -132,13 +144,12 @@ int run_train(const Config *cfg, Net *net)
     const SolverConfig *s = &cfg->solver;
     long iter = 0;
     char err[4300];
-    if (cfg->resume) {
-        if (snapshot_read(cfg->resume, net, &iter, err, sizeof err)) {
-            fprintf(stderr, "trainer: error: --resume: %s\n", err);
-            return 2;
-        }
-        log_info("Resuming from %s at iteration %ld", cfg->resume, iter);
+    if (cfg->resume && !ranks_rank() && snapshot_read(cfg->resume, net, &iter, err, sizeof err)) {
+        fprintf(stderr, "trainer: error: --resume: %s\n", err);
+        return 2;
     }
+    dp_share_state(net, &iter);
+    if (cfg->resume) log_info("Resuming from %s at iteration %ld", cfg->resume, iter);
     Feeder train, test;
     int testing = s->test_interval > 0;
     if (feeder_open(&train, cfg, net, 1)) {
@@ -150,8 +161,12 @@ int run_train(const Config *cfg, Net *net)
         feeder_close(&test, net);
         return 2;
     }
-    log_info("Solving %s on %s, batch %d, %s data, lr policy %s, base_lr %g", net->model, net->be->name,
-             net->batch, train.ds.name, lr_policy_name(s->policy), s->base_lr);
+    /* Rates count the images of every rank. */
+    long images = (long)net->batch * ranks_count();
+    char ranks[48] = "";
+    if (ranks_count() > 1) snprintf(ranks, sizeof ranks, " on each of %d ranks", ranks_count());
+    log_info("Solving %s on %s, batch %d%s, %s data, lr policy %s, base_lr %g", net->model, net->be->name,
+             net->batch, ranks, train.ds.name, lr_policy_name(s->policy), s->base_lr);
     const Backend *be = net->be;
     long first_iter = iter, timed_from = iter + warmup_iterations(s->max_iter - iter);
     long shown = timed_from; /* the timed iterations and the clock at the last display */
@@ -162,22 +177,23 @@ int run_train(const Config *cfg, Net *net)
         if (iter == timed_from) stopwatch_start(&clock);
         if (testing && iter % s->test_interval == 0) {
             stopwatch_stop(&clock);
-            test_phase(cfg, net, &test, iter);
+            test_phase(cfg, net, &test, iter, 0);
             if (iter >= timed_from) stopwatch_start(&clock);
         }
         net->iter = iter;
         feed(&train, net, iter);
         net_forward(net);
-        net_backward(net);
+        dp_backward(net);
         if (s->display && iter % s->display == 0) {
-            float loss = net_loss(net); /* waits for the device: only when displaying */
+            double loss = net_loss(net); /* waits for the device: only when displaying */
+            dp_average(&loss, 1);
             double timed = stopwatch_read(&clock), dt = timed - shown_at;
             long done = iter + 1 - shown;
             if (iter < timed_from)
                 log_info("Iteration %ld (warm-up), loss = %.9g", iter, loss);
             else
                 log_info("Iteration %ld (%.3g iter/s, %.4g images/s%s%s), loss = %.9g", iter, dt > 0 ? done / dt : 0,
-                         dt > 0 ? done * net->batch / dt : 0, be->clock_note ? ", " : "",
+                         dt > 0 ? done * images / dt : 0, be->clock_note ? ", " : "",
                          be->clock_note ? be->clock_note : "", loss);
             log_info("    Train net output #0: loss = %.9g (* 1 = %.9g loss)", loss, loss);
             log_info("Iteration %ld, lr = %g", iter, solver_rate(s, iter));
@@ -203,12 +219,12 @@ int run_train(const Config *cfg, Net *net)
     }
     if (!status) {
         stopwatch_stop(&clock);
-        if (testing && iter % s->test_interval == 0) test_phase(cfg, net, &test, iter);
+        if (testing && iter % s->test_interval == 0) test_phase(cfg, net, &test, iter, 0);
         if (snapshot(cfg, net, iter)) status = 1;
         long timed = iter - timed_from;
         log_info("Optimization Done: %ld iterations; the last %ld in %.3f s: %.4g images/s (%ld of warm-up, "
                  "tests and snapshots not timed%s%s).",
-                 iter - first_iter, timed, clock.total, clock.total > 0 ? timed * net->batch / clock.total : 0,
+                 iter - first_iter, timed, clock.total, clock.total > 0 ? timed * images / clock.total : 0,
                  timed_from - first_iter, be->clock_note ? "; " : "", be->clock_note ? be->clock_note : "");
     }
     feeder_close(&train, net);
@@ -229,7 +245,7 @@ int run_test(const Config *cfg, Net *net)
         feeder_close(&test, net);
         return 2;
     }
-    test_phase(cfg, net, &test, iter);
+    test_phase(cfg, net, &test, iter, 1);
     feeder_close(&test, net);
     return 0;
 }
@@ -286,8 +302,28 @@ static double mib(size_t bytes)
     return bytes / 1048576.0;
 }
 
+/* More than any machine holds: the largest GPUs have under 256 GiB, the largest single hosts
+ * 32 to 48 TiB, and liblms can at most keep a run's tensors in its host's memory. */
+#define LARGEST_MACHINE_BYTES ((size_t)64 << 40)
+
+/* info's refusal of a batch no machine holds, with the largest that fits in the bound. */
+static int beyond_any_machine(const Config *cfg, const Net *net)
+{
+    if (net_memory(net).activations <= LARGEST_MACHINE_BYTES) return 0;
+    Net *one = model_build(cfg->model, 1, &cfg->model_options);
+    size_t per_image = net_memory(one).activations;
+    net_free(one);
+    char fits[64] = "not even one sample fits";
+    if (per_image <= LARGEST_MACHINE_BYTES)
+        snprintf(fits, sizeof fits, "batch %zu at most fits", LARGEST_MACHINE_BYTES / per_image);
+    fprintf(stderr, "trainer: error: --batch %d: %s would need more than 64 TiB, more than any GPU and its host's "
+            "memory hold together (%s)\n", net->batch, net->model, fits);
+    return 1;
+}
+
 int run_info(const Config *cfg, const Net *net, FILE *out)
 {
+    if (beyond_any_machine(cfg, net)) return 2;
     const Tensor *in = &net->tensors[net->input];
     fprintf(out, "Model %s: %s\n", net->model, cfg->model->description);
     fprintf(out, "Batch %d, input %dx%dx%dx%d\n\n", net->batch, in->c, in->d, in->h, in->w);

@@ -206,6 +206,11 @@ static const Backend sim_backend = {
     .seconds = sim_seconds,
 };
 
+int sim_backend_prepare(char **argv, char *err, size_t errlen)
+{
+    return sim_driver_prepare(argv, err, errlen);
+}
+
 const Backend *sim_backend_open(char **argv, int device, char *err, size_t errlen)
 {
     char module_path[4096];
