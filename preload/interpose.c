@@ -82,11 +82,9 @@ static void open_trace(void)
         .policy = lms_policy_names[lms_opt.POLICY.value],
         .mode = lms_mode_names[lms_opt.MODE.value],
     };
-    char err[256];
-    if (lms_trace_open(&cfg, err, sizeof err) != 0) {
-        lms_log(LMS_LOG_ERROR, -1, "%s", err);
-        _exit(2);
-    }
+    char err[1024];
+    if (lms_trace_open(&cfg, err, sizeof err) != 0)
+        lms_exit_bad_input("%s", err);
 }
 
 static void init_once(void)

@@ -13,5 +13,8 @@
 
 /* Prints "[LMS:<device>] ..." (or "[LMS] ..." for device < 0) when level <= LMS_LOG_LEVEL. */
 void lms_log(int level, int device, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Bad input found at load (an option's value, a file that cannot be created): prints
+ * "liblms: ..." as one line, whatever LMS_LOG_LEVEL says, and ends the process with status 2. */
+void lms_exit_bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif

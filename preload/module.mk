@@ -1,8 +1,8 @@
 # liblms.so: the LD_PRELOAD library, with the trace writer (trace.c, stack.c: the tools'
 # module writes them; they are compiled here like every file of preload/).
 LMS_OBJS := $(addprefix $(BUILD)/preload/,interpose.o wrappers.o residency.o swap.o launch_scan.o \
-              options.o log.o stats.o graphs.o trace.o stack.o fork.o signals.o output_file.o \
-              graph_wrappers.o pointer_arrays.o queries.o)
+              options.o log.o stats.o graphs.o trace.o stack.o fork.o signals.o output_file.o quote.o \
+              graph_wrappers.o pointer_arrays.o queries.o nccl_wrappers.o)
 LIBLMS   := $(BUILD)/preload/liblms.so
 
 $(BUILD)/preload/%.o: ALL_CFLAGS += -fvisibility=hidden
@@ -15,7 +15,7 @@ $(LIBLMS): $(LMS_OBJS) $(BUILD)/policy/libpolicy.a preload/liblms.map
 # options, the man pages' entries.
 $(BUILD)/preload/lms-options-table: $(BUILD)/preload/options_table.o $(BUILD)/preload/options.o \
     $(BUILD)/preload/log.o $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o $(BUILD)/preload/signals.o \
-    $(BUILD)/preload/output_file.o $(BUILD)/policy/libpolicy.a
+    $(BUILD)/preload/output_file.o $(BUILD)/preload/quote.o $(BUILD)/policy/libpolicy.a
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
 $(BUILD)/preload/options.md: $(BUILD)/preload/lms-options-table
 	$< > $@
@@ -34,7 +34,7 @@ LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
                   -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(SIM_DIR)) -lpthread
 LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork lms_async \
                  lms_launch_scan lms_frees lms_pools lms_capture lms_inflight lms_queries lms_peers \
-                 lms_meminfo
+                 lms_meminfo lms_entry_points lms_nccl
 
 $(foreach t,$(LMS_SIM_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
     $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so
@@ -42,12 +42,22 @@ $(foreach t,$(LMS_SIM_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD
 
 # The simulator's test modules, loaded one after the other into the same handles.
 $(BUILD)/tests/lms_launch_scan.t: $(BUILD)/tests/sim_test_module.so $(BUILD)/tests/sim_test_module_other.so
+$(BUILD)/tests/lms_entry_points.t: $(BUILD)/tests/sim_test_module.so
 
 # A second interposer, linked after liblms as if preloaded after it.
 $(BUILD)/tests/liblms_next.so: $(BUILD)/tests/lms_next.o
 	$(CC) -shared $(LDFLAGS) -o $@ $< -ldl
 $(BUILD)/tests/lms_interpose.t: $(BUILD)/tests/liblms_next.so
 $(BUILD)/tests/lms_interpose.t: LMS_TEST_LIBS += -L$(BUILD)/tests -llms_next -Wl,-rpath,$(abspath $(BUILD)/tests)
+
+# A stand-in libnccl.so.2 on the simulator (tests/fake_nccl.c), linked after liblms as a program
+# links NCCL: its collectives reach liblms's NCCL wrappers first.
+FAKE_NCCL := $(BUILD)/tests/fake_nccl/libnccl.so.2
+$(FAKE_NCCL): $(BUILD)/tests/fake_nccl.o $(SIM_DIR)/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libnccl.so.2 -o $@ $< -L$(SIM_DIR) -lcuda -lpthread
+$(BUILD)/tests/lms_nccl.t: $(FAKE_NCCL)
+$(BUILD)/tests/lms_nccl.t: LMS_TEST_LIBS += $(FAKE_NCCL) -Wl,-rpath,$(abspath $(dir $(FAKE_NCCL)))
 
 # The output tests run this program on the simulator.
 $(BUILD)/tests/lms_workload: $(BUILD)/tests/lms_workload.o $(BUILD)/tests/tap.o \
@@ -56,14 +66,22 @@ $(BUILD)/tests/lms_workload: $(BUILD)/tests/lms_workload.o $(BUILD)/tests/tap.o 
 # An NVTX injection library (NVTX_INJECTION64_PATH) that counts liblms's ranges.
 $(BUILD)/tests/nvtx_counter.so: $(BUILD)/tests/nvtx_counter.o
 	$(CC) -shared $(LDFLAGS) -o $@ $< -lpthread
-$(BUILD)/tests/lms_output.t: tests/lms_output.py $(BUILD)/tests/lms_workload $(BUILD)/tests/nvtx_counter.so
+# The script tests run once in each backing mode, through lms_both_modes.
+$(BUILD)/tests/lms_both_modes: $(BUILD)/tests/lms_both_modes.o $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
+    $(SIM_DIR)/libcuda.so
+	$(CC) $(LDFLAGS) -o $@ $^ -Wl,-rpath,$(abspath $(SIM_DIR)) -lpthread
+LMS_IN_BOTH_MODES = printf '\#!/bin/sh\nexec "%s" python3 "%s" "$$@"\n' "$(abspath $(BUILD)/tests/lms_both_modes)" \
+                    "$(abspath $<)" > $@ && chmod +x $@
+$(BUILD)/tests/lms_output.t: tests/lms_output.py $(BUILD)/tests/lms_workload $(BUILD)/tests/nvtx_counter.so \
+    $(BUILD)/tests/lms_both_modes
 	@mkdir -p $(@D)
-	cp $< $@ && chmod +x $@
+	$(LMS_IN_BOTH_MODES)
 
-# Bad environment values, through LD_PRELOAD as users run it.
-$(BUILD)/tests/lms_env.t: tests/lms_env.py $(LIBLMS)
+# Bad environment values, through LD_PRELOAD as users run it (files liblms opens only once it
+# has loaded a libcuda.so.1: the simulator's).
+$(BUILD)/tests/lms_env.t: tests/lms_env.py $(LIBLMS) $(SIM_DIR)/libcuda.so $(BUILD)/tests/lms_both_modes
 	@mkdir -p $(@D)
-	cp $< $@ && chmod +x $@
+	$(LMS_IN_BOTH_MODES)
 
 TESTS += $(foreach t,$(LMS_SIM_TESTS) lms_env lms_output,$(BUILD)/tests/$(t).t)
 

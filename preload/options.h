@@ -13,7 +13,7 @@ enum lms_mode { LMS_MODE_SWAP, LMS_MODE_CAP, LMS_MODE_OFF };
 enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
 
 /* X(field, kind, unit, default, accepted values (enums), description)
- * kind: SIZE (bytes; a plain number counts in `unit`, a K/M/G suffix overrides it),
+ * kind: SIZE (bytes; a plain number counts in `unit`, a K/M/G suffix, either case, overrides it),
  *       COUNT (a whole number up to `unit`), LEVEL (0..3), ENUM (index into the accepted
  *       values), PATH (any non-empty text), SIGNAL (a signal a dump may use: name or number).
  * A default of "" means: computed at load (documented in the description). */
@@ -54,7 +54,11 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "1: record which allocations each launch, copy and memset used (large traces)")         \
     X(TRACE_MAX_MB, SIZE, 1048576, "0", NULL, "Stop recording the trace past this size; 0: no limit") \
     X(DUMP_SIGNAL, SIGNAL, 0, "", NULL,                                                        \
-      "Signal (e.g. `USR1`) that dumps the live allocations, to the trace or to stderr")       \
+      "Signal (e.g. `USR1`) that dumps the live allocations, to the trace or to stderr; "      \
+      "refused: signals that stop the program when a user, a terminal, a scheduler or the "    \
+      "kernel sends them (`HUP`, `INT`, `QUIT`, `TERM`, `PIPE`, `ALRM`, `XCPU`, `XFSZ`, "      \
+      "`TSTP`, `TTIN`, `TTOU`, `CONT`, `KILL`, `STOP`), so that it can still be stopped, and " \
+      "faults' (`SEGV`, `BUS`, `FPE`, `ILL`, `ABRT`, `TRAP`, `SYS`)")                           \
     X(POLICY, ENUM, 0, "lru", lms_policy_names, "Eviction policy")                             \
     X(PREFETCH, ENUM, 0, "1", lms_flag_names,                                                  \
       "1: with a policy that predicts (`lookahead`), bring allocations back ahead of need "     \

@@ -280,13 +280,18 @@ static int take_spare(lms_device *ds, size_t bytes, CUmemGenericAllocationHandle
     return 0;
 }
 
-static void release_spare(lms_device *ds)
+/* A handle the driver failed to release still holds device memory: it stays a spare, and
+ * the call that needed the room fails (the next one may release it). */
+static CUresult release_spare(lms_device *ds)
 {
     lms_spare_handle *spare = ds->spares;
+    CUresult r = lms_real.cuMemRelease(spare->handle);
+    if (r != CUDA_SUCCESS)
+        return r;
     ds->spares = spare->next;
     ds->spare -= spare->bytes;
-    lms_real.cuMemRelease(spare->handle);
     free(spare);
+    return CUDA_SUCCESS;
 }
 
 /* ---- eviction: queued, finished once its copy has completed ---- */
@@ -509,7 +514,9 @@ static CUresult make_room(int d, size_t bytes, const char *reason, int wait,
         if (reap_evictions(d, 0) || reap_pending(d, 0) > 0)
             continue;
         if (ds->spares) {
-            release_spare(ds);
+            CUresult r = release_spare(ds);
+            if (r != CUDA_SUCCESS)
+                return r;
             continue;
         }
         size_t short_by = ds->resident + bytes - ds->soft_limit, coming = coming_back(d);
@@ -537,10 +544,8 @@ static int evict_for_retry(int d)
     for (;;) {
         if (reap_evictions(d, 0) || reap_pending(d, 0) > 0)
             return 1;
-        if (ds->spares) {
-            release_spare(ds);
-            return 1;
-        }
+        if (ds->spares)
+            return release_spare(ds) == CUDA_SUCCESS;
         if (!ds->evicting && swapping()) {
             CUresult r = evict_victims(d, 1, "oom-retry");
             if (r == CUDA_SUCCESS)
@@ -852,8 +857,12 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
     /* As the driver's cuMemFree does, wait for the whole device: programs rely on it, to
      * read zero-copy results say. Then the allocation's last uses are done. Not while a
      * stream captures: the driver would refuse, and invalidate the capture; the allocation
-     * is released once its last uses are done all the same. */
-    CUresult r = async || lms_graph_captures_under_way() ? CUDA_SUCCESS : lms_real.cuCtxSynchronize();
+     * is released once its last uses are done all the same. The allocation is freed already:
+     * a wait that fails is tried once more, so that the program hears of an error only when
+     * the context itself has failed (the driver's cuMemFree returns that error too). */
+    CUresult r = CUDA_SUCCESS;
+    if (!async && !lms_graph_captures_under_way() && lms_real.cuCtxSynchronize() != CUDA_SUCCESS)
+        r = lms_real.cuCtxSynchronize();
     mode = lock();
     reap_evictions(d, 0);
     reap_pending(-1, 0);
@@ -1248,7 +1257,7 @@ static void drop_block(lms_block *a, int gone)
 /* Device d's copy streams and liblms's events were made in a context that is ending (gone:
  * it has died already, and its work with it). The program's allocations on the device go
  * too: its swappable ones are released and its small ones forgotten (the driver frees them).
- * Spare handles and host backing, VMM memory of no context, stay. */
+ * Spare handles and host-located VMM backing, memory of no context, stay. */
 static void lose_device(int d, int gone)
 {
     lms_device *ds = &R.dev[d];
@@ -1288,7 +1297,7 @@ static void lose_device(int d, int gone)
         free(e);
     }
     lms_swap_uses_clear(&ds->unscanned, gone);
-    lms_swap_backing_drop_events(d, gone);
+    lms_swap_backing_context_ends(d, gone);
     lms_swap_streams_destroy(ds, gone);
     trace_counters(d);
     lms_log(LMS_LOG_INFO, d, "its context ended: liblms let go of the allocations made in it");

@@ -1,5 +1,6 @@
 #include "preload/swap.h"
 
+#include "preload/graphs.h"
 #include "preload/hooks.h"
 #include "preload/log.h"
 #include "preload/stats.h"
@@ -25,19 +26,30 @@ static size_t in_use, pooled, coming;
 
 size_t lms_swap_host_bytes(void) { return in_use + pooled; }
 
-/* Whatever fails, work queued on stream no longer runs when this returns. */
-static void drain(CUstream stream)
+/* A failed wait is no proof that the work is done. It is tried once more (a passing failure
+ * then succeeds; a failed context, whose work never ends, fails again), and then the whole
+ * context is drained, unless a stream captures: the driver would refuse that, and invalidate
+ * the capture. */
+static void drain_context(void)
 {
-    if (lms_real.cuStreamSynchronize(stream) != CUDA_SUCCESS)
+    if (!lms_graph_captures_under_way())
         lms_real.cuCtxSynchronize();
 }
 
-/* Waits for the work before event's last record. A failed wait is no proof that the work is
- * done: then the context is drained instead. */
+/* Whatever fails, work queued on stream no longer runs when this returns. */
+static void drain(CUstream stream)
+{
+    if (lms_real.cuStreamSynchronize(stream) != CUDA_SUCCESS &&
+        lms_real.cuStreamSynchronize(stream) != CUDA_SUCCESS)
+        drain_context();
+}
+
+/* Waits for the work before event's last record. */
 static void wait_event(CUevent event)
 {
-    if (lms_real.cuEventSynchronize(event) != CUDA_SUCCESS)
-        lms_real.cuCtxSynchronize();
+    if (lms_real.cuEventSynchronize(event) != CUDA_SUCCESS &&
+        lms_real.cuEventSynchronize(event) != CUDA_SUCCESS)
+        drain_context();
 }
 
 /* Records *event (made on first use) on stream. */
@@ -206,16 +218,30 @@ void lms_swap_backing_add(size_t bytes, lms_backing *b)
     }
 }
 
-void lms_swap_backing_drop_events(int device, int gone)
+void lms_swap_backing_context_ends(int device, int gone)
 {
-    for (lms_backing *b = pool; b; b = b->next)
-        if (b->device == device && b->done) {
-            if (!gone) {
-                wait_event(b->done);
-                lms_real.cuEventDestroy_v2(b->done);
-            }
-            b->done = NULL;
+    for (lms_backing **p = &pool; *p;) {
+        lms_backing *b = *p;
+        if (b->device != device) {
+            p = &b->next;
+            continue;
         }
+        if (b->done && !gone) {
+            wait_event(b->done);
+            lms_real.cuEventDestroy_v2(b->done);
+        }
+        b->done = NULL;
+        if (!b->pinned) {
+            p = &b->next;
+            continue;
+        }
+        /* Pinned memory is the context's: the driver frees it with the context. */
+        *p = b->next;
+        pooled -= b->bytes;
+        if (!gone)
+            lms_real.cuMemFreeHost(b->pinned);
+        free(b);
+    }
 }
 
 /* Takes a piece of the pool for an eviction. */
@@ -282,9 +308,9 @@ int lms_swap_uses_done(lms_uses *uses, int wait)
             continue;
         if (wait)
             wait_event(use->event);
-        else if (lms_real.cuEventQuery(use->event) == CUDA_ERROR_NOT_READY)
-            return 0;
-        use->active = 0; /* done, or failed: an error there is the program's to see */
+        else if (lms_real.cuEventQuery(use->event) != CUDA_SUCCESS)
+            return 0; /* not ready, or the query failed: no proof that it is done */
+        use->active = 0;
     }
     return 1;
 }
@@ -380,8 +406,8 @@ int lms_swap_out_done(const lms_block *a, int wait)
         return 1;
     if (wait)
         wait_event(b->done);
-    else if (lms_real.cuEventQuery(b->done) == CUDA_ERROR_NOT_READY)
-        return 0;
+    else if (lms_real.cuEventQuery(b->done) != CUDA_SUCCESS)
+        return 0; /* not ready, or the query failed: no proof that it is done */
     return 1;
 }
 

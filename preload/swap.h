@@ -122,8 +122,9 @@ void lms_swap_backing_take(lms_block *a);
 /* a's piece goes back to the pool. A copy still queued with it is ordered before the next. */
 void lms_swap_backing_give_back(lms_block *a);
 /* The device's context ends: the events of its pooled pieces go (with gone, they went with
- * it; else once their copies are done). Every piece must be in the pool. */
-void lms_swap_backing_drop_events(int device, int gone);
+ * it; else once their copies are done), and so do its pinned pieces (without host VMM), which
+ * are the context's memory; host-located VMM pieces stay. Every piece must be in the pool. */
+void lms_swap_backing_context_ends(int device, int gone);
 
 /* Queues the copy of a resident allocation into a piece of the pool (out of memory when there
  * is none: see lms_swap_has_backing) on the copy-out stream, after its last uses and those of

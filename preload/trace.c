@@ -597,10 +597,15 @@ int lms_trace_signal_number(const char *name)
             if (abbrev && strcmp(abbrev, name) == 0) { number = s; break; }
         }
     }
-    /* Signals that stop or kill, or that report a fault, cannot ask for a dump. */
-    if (number <= 0 || number >= NSIG || number == SIGKILL || number == SIGSTOP || number == SIGSEGV ||
-        number == SIGBUS || number == SIGFPE || number == SIGILL || number == SIGABRT)
-        return -1;
+    /* A dump in place of a signal that stops the program would leave it unstoppable (TERM,
+     * INT: the dump is taken and the program goes on), and a fault's signal must keep its
+     * meaning. The list is LMS_TRACE_REFUSED_SIGNALS's. */
+    static const int refused[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ,
+                                   SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT, SIGKILL, SIGSTOP,
+                                   SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS };
+    if (number <= 0 || number >= NSIG) return -1;
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (number == refused[i]) return -1;
     return (int)number;
 }
 

@@ -53,8 +53,12 @@ int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len);
 /* Writes the end event and closes the file; stops the dump thread. Safe to call twice. */
 void lms_trace_close(void);
 
-/* "USR1", "SIGUSR1" or "10" -> 10; -1 when it is not a signal a dump may use. */
+/* "USR1", "SIGUSR1" or "10" -> 10; -1 when it is not a signal a dump may use: none that stops
+ * the program when a user, a terminal, a scheduler or the kernel sends it, and no fault's. */
 int lms_trace_signal_number(const char *name);
+#define LMS_TRACE_REFUSED_SIGNALS \
+    "HUP, INT, QUIT, TERM, PIPE, ALRM, XCPU, XFSZ, TSTP, TTIN, TTOU, CONT, KILL, STOP; faults: SEGV, BUS, FPE, " \
+    "ILL, ABRT, TRAP, SYS"
 
 uint64_t lms_trace_now_ns(void);
 

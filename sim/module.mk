@@ -5,7 +5,7 @@ SIM_LIB := $(SIM_DIR)/libcuda.so.1
 
 SIM_SRC := $(addprefix sim/,control.c config.c contexts.c memory.c vmm.c pointers.c ipc.c \
                     streams.c events.c capture.c graphs.c transfers.c kernels.c modules.c \
-                    per_thread.c procaddress.c timing.c calibration.c clock.c report.c)
+                    memops.c per_thread.c procaddress.c timing.c calibration.c clock.c report.c)
 SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o)
 
 # One stub per entry point that cuda.h declares, named without version or stream suffix.
@@ -31,14 +31,15 @@ INSTALL_SIM += $(SIM_LIB)
 
 # The simulator's own tests. Each links the simulator directly (rpath: no other libcuda is found),
 # except sim_loading, which finds it the way cudart does.
-SIM_TEST_NAMES := access capture contexts devices driver_memory faults graphs kernels loading memory \
+SIM_TEST_NAMES := access capture contexts copies devices driver_memory faults graphs kernels loading memops memory \
                   modules per_thread pointers streams timing timing_only vmm
 SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
 
 # tests/module.mk, included after this file, names $(BUILD)/tests/tap.o TAP_OBJ.
 $(BUILD)/tests/sim_%.t: $(BUILD)/tests/sim_%.o $(BUILD)/tests/tap.o $(SIM_DIR)/libcuda.so
-	$(CC) $(LDFLAGS) -o $@ $(BUILD)/tests/sim_$*.o $(TAP_OBJ) -L$(SIM_DIR) \
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(SIM_DIR) \
 	  -Wl,-rpath,$(abspath $(SIM_DIR)) -lcuda -lpthread
+$(BUILD)/tests/sim_streams.t $(BUILD)/tests/sim_per_thread.t: $(BUILD)/tests/sim_int_kernels.o
 
 # Not linked with the simulator: it dlopens it from LD_LIBRARY_PATH.
 $(BUILD)/tests/sim_loading.t: $(BUILD)/tests/sim_loading.o $(BUILD)/tests/tap.o $(SIM_DIR)/libcuda.so

@@ -25,6 +25,8 @@
 #undef cuGraphKernelNodeGetParams
 #undef cuGraphNodeGetDependencies
 #undef cuGraphExecUpdate
+#undef cuMemcpyBatchAsync
+#undef cuGraphInstantiate
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
@@ -40,6 +42,11 @@ CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies
                                     size_t *numDependencies);
 CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
                            CUgraphExecUpdateResult *updateResult_out);
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                            CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                            CUstream hStream);                                      /* CUDA 12.8 */
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                            char *logBuffer, size_t bufferSize);                     /* CUDA 10 */
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                char *logBuffer, size_t bufferSize);
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
@@ -161,6 +168,8 @@ bool cd_range_usable_locked(uintptr_t ptr, size_t size, bool host_ok, int device
  * pinned host memory, a mapping its device was granted. Addresses unknown to the simulator are
  * taken for host memory the kernel may reach. */
 bool cd_kernel_may_touch_locked(uintptr_t ptr, const cd_ctx *ctx);
+/* The handle of a device's default memory pool (the only pool there is). */
+CUmemoryPool cd_default_pool(int device);
 /* Gives back a device allocation (cuMemFree, and cuMemFreeAsync when its turn comes). */
 CUresult cd_free_device_locked(uintptr_t ptr);
 /* Device work (a kernel, copy or memset) running on a stream's worker. Kernels are host code,
@@ -233,6 +242,7 @@ typedef enum cd_op_kind {
     CD_OP_EVENT_WAIT,
     CD_OP_HOST_FN,
     CD_OP_FREE,
+    CD_OP_MEMOP,
 } cd_op_kind;
 
 /* For a copy's or memset's device: the device of the stream it runs on. */
@@ -249,9 +259,11 @@ struct cd_op {
             unsigned grid[3], block[3], shared_bytes;
             unsigned char *args;        /* packed parameters, laid out as registered */
         } launch;
-        struct {                        /* rows of width bytes; one row for 1D copies */
+        struct {                        /* depth planes of height rows of width bytes */
             uintptr_t dst, src;
             size_t dst_pitch, src_pitch, width, height;
+            size_t depth, dst_plane, src_plane; /* planes, and bytes from one to the next */
+            CUmemorytype dst_type, src_type;    /* as the call named them (node parameters) */
             bool dst_host_ok, src_host_ok; /* a side may be pageable host memory */
             int dst_device, src_device;    /* whose access each side needs */
         } copy;
@@ -262,6 +274,14 @@ struct cd_op {
             size_t count, pitch, height;
             int device;
         } memset;
+        struct {                        /* a stream memory operation on one word (memops.c) */
+            uintptr_t addr;
+            uint64_t value;
+            unsigned size;              /* 4 or 8 */
+            bool write;                 /* a write, or a wait until `condition` holds */
+            unsigned condition;         /* CU_STREAM_WAIT_VALUE_GEQ, _EQ, _AND or _NOR */
+            int device;                 /* whose access the word needs */
+        } memop;
         struct {
             cd_event *event;
             unsigned long seq;
@@ -298,6 +318,17 @@ struct cd_stream {
 };
 
 cd_op *cd_op_new(cd_op_kind kind);
+/* The bytes a copy moves; and the span, from its first byte, of its destination or source. */
+static inline size_t cd_copy_bytes(const cd_op *op)
+{
+    return op->u.copy.width * op->u.copy.height * op->u.copy.depth;
+}
+static inline size_t cd_copy_span(const cd_op *op, bool dst)
+{
+    size_t pitch = dst ? op->u.copy.dst_pitch : op->u.copy.src_pitch;
+    size_t plane = dst ? op->u.copy.dst_plane : op->u.copy.src_plane;
+    return (op->u.copy.depth - 1) * plane + (op->u.copy.height - 1) * pitch + op->u.copy.width;
+}
 /* A copy of op to queue again (graph replay): OUT_OF_MEMORY, or INVALID_HANDLE for a launch
  * of a kernel unloaded since. */
 CUresult cd_op_clone_locked(const cd_op *op, cd_op **copy);
@@ -318,6 +349,10 @@ CUresult cd_resolve_stream_locked(CUstream hStream, cd_stream **stream);
  * all cases; *stream is where it went. */
 CUresult cd_enqueue_locked(CUstream hStream, cd_op *op, cd_stream **stream);
 CUresult cd_enqueue(CUstream hStream, cd_op *op);
+/* Queues an asynchronous copy with a pageable host side, and returns once it is done: the real
+ * driver stages pageable memory, returning once the source is read (to the device) or the copy
+ * is done (to the host), so that the program may reuse its buffer at once. */
+CUresult cd_enqueue_staged_locked(CUstream hStream, cd_op *op);
 /* Queues op on the default stream (NULL) and waits for it: synchronous copies and memsets.
  * Takes ownership of op. */
 CUresult cd_run_sync_locked(cd_op *op);
@@ -413,6 +448,9 @@ CUfunction cd_kernel_handle(const cd_op *op);
  * bytes through must be memory ctx's kernels may touch (cd_kernel_may_touch_locked). */
 bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx);
 
+/* Runs a stream memory operation (memops.c) on its stream's worker, without the lock: a wait
+ * returns once its condition holds. */
+void cd_memop_run(const cd_op *op);
 /* Runs a launch op's kernel on the calling thread (a stream's worker), without the lock. */
 void cd_kernel_run(const cd_op *op);
 /* A second, independent copy of a launch op's arguments, for graph replay; INVALID_HANDLE when

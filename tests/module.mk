@@ -18,3 +18,17 @@ $(BUILD)/tests/readme_options.t: tests/readme_options.sh $(BUILD)/preload/option
 	cp $< $@ && chmod 0755 $@
 
 TESTS += $(BUILD)/tests/readme_options.t
+
+# The fault sweep (tests/fault_sweep.py): its reference workload, a sampled sweep in `make
+# test`, and all of it in `make check-faults`.
+$(BUILD)/tests/fault_workload: $(BUILD)/tests/fault_workload.o $(BUILD)/tests/tap.o \
+    $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so
+	$(CC) $(LDFLAGS) -o $@ $< $(LMS_TEST_LIBS)
+$(BUILD)/tests/fault_sweep_sampled.t: tests/fault_sweep.py $(BUILD)/tests/fault_workload
+	printf '#!/bin/sh\nexec python3 "%s" --sampled "$$@"\n' "$(abspath tests/fault_sweep.py)" > $@ && chmod +x $@
+
+TESTS += $(BUILD)/tests/fault_sweep_sampled.t
+
+.PHONY: check-faults
+check-faults: all $(BUILD)/tests/fault_workload
+	$(TEST_ENV) python3 tests/fault_sweep.py

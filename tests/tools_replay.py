@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
 from tools_tap import BUILD, LMS_RUN, LMS_TRACE, done, is_equal, ok, plan, run, scratch  # noqa: E402
 
 PROGRAM = os.path.join(BUILD, "tests", "lms_workload")
-TRAINER = os.path.join(BUILD, "trainer", "trainer")
+TRAINER = os.path.join(BUILD, "trainer", "lms-trainer")
 for program in (PROGRAM, TRAINER):
     if not os.access(program, os.X_OK):
         print(f"1..0 # SKIP {program} is not built (liblms on the simulator)")
