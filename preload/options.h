@@ -56,6 +56,11 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
     X(DUMP_SIGNAL, SIGNAL, 0, "", NULL,                                                        \
       "Signal (e.g. `USR1`) that dumps the live allocations, to the trace or to stderr")       \
     X(POLICY, ENUM, 0, "lru", lms_policy_names, "Eviction policy")                             \
+    X(PIECE_MB, SIZE, 1048576, "0", NULL,                                                      \
+      "Swappable allocations larger than this (MiB) are split into pieces of this size, each "  \
+      "evicted and restored on its own, so that a restore waits for a piece's eviction rather " \
+      "than a whole tensor's and only as many pieces move as room needs; 0: never split. A "   \
+      "split allocation's handle cannot be retained (`cuMemRetainAllocationHandle`)")           \
     X(PREFETCH, ENUM, 0, "1", lms_flag_names,                                                  \
       "1: with a policy that predicts (`lookahead`), bring allocations back ahead of need "     \
       "after each call, into device memory free at the time, and queue the evictions that "    \
