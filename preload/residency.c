@@ -803,6 +803,7 @@ static CUresult add_piece(int d, lms_span *span, size_t offset, size_t bytes)
         return r;
     }
     span->pieces++;
+    a->pins += ds->host_vmm; /* until alloc_swappable has made them all */
     lms_policy_created(ds->policy, a->addr, padded);
     if (a->place == LMS_EVICTED)
         lms_policy_evicted(ds->policy, a->addr);
@@ -833,8 +834,14 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
         free(span);
         return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
     }
+    /* With host VMM its pieces are pinned while it is made: room for a later one never comes
+     * from evicting an earlier one, whose bytes nothing has written yet; past the room there
+     * is, the rest start in host memory. Without, that is the only way for them all to exist. */
     for (size_t offset = 0; offset < bytes && r == CUDA_SUCCESS; offset += piece)
         r = add_piece(d, span, offset, bytes - offset < piece ? bytes - offset : piece);
+    for (size_t i = span->pieces ? first_piece(span) : R.count;
+         ds->host_vmm && i < R.count && R.by_addr[i]->span == span; i++)
+        R.by_addr[i]->pins--;
     if (r != CUDA_SUCCESS && span->pieces == 0) {
         lms_real.cuMemAddressFree(span->base, span->reserved);
         free(span);
@@ -1246,11 +1253,11 @@ CUresult lms_call_begin(lms_call *call)
     for (size_t i = 0; i < call->ref_count; i++) {
         const lms_ref *ref = &call->refs[i];
         lms_block *a = find_containing(ref->addr);
-        if (!a)
+        if (!a && ref->bytes <= 1)
             continue;
         /* A pointer (one byte: a kernel's parameter) may reach anywhere in its allocation: every
          * piece. A range reaches the pieces, and the allocations after, that it overlaps. */
-        size_t j = ref->bytes > 1 ? upper_bound(ref->addr) - 1 : first_piece(a->span);
+        size_t j = ref->bytes > 1 ? upper_bound(ref->addr) - (a != NULL) : first_piece(a->span);
         for (; j < R.count && (ref->bytes > 1 ? R.by_addr[j]->addr < ref->addr + ref->bytes
                                               : R.by_addr[j]->span == a->span); j++)
             hold(call, R.by_addr[j], !call->capturing && overwrites(ref, R.by_addr[j]));
