@@ -31,11 +31,12 @@ def traffic(trace_path, cap_bytes):
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
     piece = next((e["args"].get("piece_bytes", 0) for e in events if e.get("name") == "lms.settings"), 0)
-    size, steps = {}, []
+    size, order, steps = {}, {}, []
     for e in events:
         if e.get("name") == "alloc" and e["args"].get("cached"):
             for addr, padded in _pieces(int(e["args"]["addr"], 16), e["args"]["bytes"], piece):
                 size[addr] = padded
+                order[addr] = len(order)  # ties go by allocation order: addresses vary between runs
         elif e.get("cat") == "launch":
             steps.append([a for a in map(lambda x: int(x, 16), e["args"]["uses"]) if a in size])
     never = len(steps)
@@ -51,7 +52,7 @@ def traffic(trace_path, cap_bytes):
     def make_room(need, keep):
         nonlocal used, moved
         while used + need > cap_bytes:
-            victim = max((a for a in resident if a not in keep), key=upcoming.__getitem__, default=None)
+            victim = max((a for a in resident if a not in keep), key=lambda a: (upcoming[a], order[a]), default=None)
             if victim is None:
                 return
             resident.discard(victim)
