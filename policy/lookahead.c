@@ -409,6 +409,11 @@ static size_t lookahead_prefetch(lms_policy *policy, uint64_t next_step, size_t 
     return count;
 }
 
+static int lookahead_predicts(const lms_policy *policy)
+{
+    return ((const lookahead *)policy)->state == KNOWN;
+}
+
 const lms_policy_ops lms_policy_lookahead_ops = {
     .name = "lookahead",
     .create = lookahead_create,
@@ -420,4 +425,5 @@ const lms_policy_ops lms_policy_lookahead_ops = {
     .restored = lookahead_restored,
     .choose_victims = lookahead_choose_victims,
     .prefetch = lookahead_prefetch,
+    .predicts = lookahead_predicts,
 };

@@ -140,6 +140,12 @@ static size_t lru_prefetch(lms_policy *policy, uint64_t next_step, size_t room, 
     return 0;
 }
 
+static int lru_predicts(const lms_policy *policy)
+{
+    (void)policy;
+    return 0;
+}
+
 const lms_policy_ops lms_policy_lru_ops = {
     .name = "lru",
     .create = lru_create,
@@ -151,4 +157,5 @@ const lms_policy_ops lms_policy_lru_ops = {
     .restored = lru_restored,
     .choose_victims = lru_choose_victims,
     .prefetch = lru_prefetch,
+    .predicts = lru_predicts,
 };

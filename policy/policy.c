@@ -50,6 +50,8 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
     return policy->ops->choose_victims(policy, bytes, keep, ctx, victims, max);
 }
 
+int lms_policy_predicts(const lms_policy *policy) { return policy->ops->predicts(policy); }
+
 size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max)
 {
     return policy->ops->prefetch(policy, next_step, SIZE_MAX, SIZE_MAX, restore, max);

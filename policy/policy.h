@@ -45,6 +45,11 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
                                  int (*keep)(void *ctx, lms_alloc_id id), void *ctx,
                                  lms_alloc_id *victims, size_t max);
 
+/* Whether the policy knows what the steps after the last one it was told of will use: its
+ * victims are then those needed furthest ahead. lookahead knows once it has learned the
+ * iteration, until a step differs; lru never does. */
+int lms_policy_predicts(const lms_policy *policy);
+
 /* Evicted allocations worth restoring before step `next_step` needs them, most urgent
  * first; at most `max`. LRU predicts nothing and returns 0; lookahead names those the steps
  * after the last one it was told of need within one iteration, soonest needed first. */

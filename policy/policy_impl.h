@@ -18,6 +18,7 @@ typedef struct lms_policy_ops {
                              lms_alloc_id *victims, size_t max);
     size_t (*prefetch)(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
                        lms_alloc_id *restore, size_t max);
+    int (*predicts)(const lms_policy *policy);
 } lms_policy_ops;
 
 /* Every policy's state starts with this header, so lms_policy_* can dispatch. */

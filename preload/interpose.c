@@ -79,6 +79,7 @@ static void open_trace(void)
         .walk_live = lms_residency_walk_live,
         .threshold_bytes = lms_opt.THRESHOLD_KB.value,
         .exclude_bytes = lms_opt.EXCLUDE_MB.value,
+        .piece_bytes = lms_opt.PIECE_MB.value,
         .policy = lms_policy_names[lms_opt.POLICY.value],
         .mode = lms_mode_names[lms_opt.MODE.value],
     };

@@ -60,10 +60,17 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "`TSTP`, `TTIN`, `TTOU`, `CONT`, `KILL`, `STOP`), so that it can still be stopped, and " \
       "faults' (`SEGV`, `BUS`, `FPE`, `ILL`, `ABRT`, `TRAP`, `SYS`)")                           \
     X(POLICY, ENUM, 0, "lru", lms_policy_names, "Eviction policy")                             \
+    X(PIECE_MB, SIZE, 1048576, "0", NULL,                                                      \
+      "Swappable allocations larger than this (MiB) are split into pieces of this size, each "  \
+      "evicted and restored on its own, so that a restore waits for a piece's eviction rather " \
+      "than a whole tensor's and only as many pieces move as room needs; 0: never split. A "   \
+      "split allocation's handle cannot be retained (`cuMemRetainAllocationHandle`)")           \
     X(PREFETCH, ENUM, 0, "1", lms_flag_names,                                                  \
       "1: with a policy that predicts (`lookahead`), bring allocations back ahead of need "     \
       "after each call, into device memory free at the time, and queue the evictions that "    \
-      "make room for what does not fit yet; 0: restore only what each call needs")
+      "make room for what does not fit yet, keeping an eighth of the soft limit free for "      \
+      "them by evicting ahead what is needed furthest in the future; 0: restore only what "    \
+      "each call needs")
 
 extern const char *const lms_mode_names[];
 extern const char *const lms_stats_names[];

@@ -30,6 +30,14 @@ typedef struct plain_entry {
  * soft limit. On the simulated H100 it did best of 1/32 to 1/2 where swapping bounds the run
  * (cifar10_full at 2x and 4x the cap); further ahead evicts more than it hides. */
 #define PREFETCH_WINDOW_SHARE 4
+/* While the policy predicts, this share of the soft limit is kept free by evicting ahead what
+ * is needed furthest in the future: restores then find room at once, without waiting for the
+ * eviction that makes it, and their copies overlap the kernels before the call that needs
+ * them. On the simulated H100 an eighth did best of 1/4 to 1/16 (cifar10_full at 1.1x to 12x
+ * the cap and unet3d at 1.6x to 8x, in 256 MiB pieces without LMS_MAP_EVICTED: 3 to 18 %
+ * faster than none); under LRU,
+ * which evicts what is soon needed again, it made 1.1x slower, so it waits for a prediction. */
+#define EVICT_AHEAD_SHARE 8
 /* Without LMS_EXCLUDE_MB, device memory left to the driver beyond what is in use when liblms
  * first sees the device (kernels' local memory, lazily loaded modules): 256 MiB, or 1/16 of a
  * smaller device. The options table says so. */
@@ -223,10 +231,16 @@ static void trace_counters(int d)
 static void walk_live_locked(const char *reason)
 {
     lms_trace_dump_begin(reason);
-    for (size_t i = 0; i < R.count; i++) {
+    for (size_t i = 0; i < R.count;) {
         const lms_block *a = R.by_addr[i];
-        lms_trace_dump_record(&(lms_trace_live){ a->device, a->addr, a->size, a->place != LMS_EVICTED,
-                                                 a->created_ns, a->last_use_ns, a->stack });
+        int resident = 1; /* every piece */
+        uint64_t last_use_ns = 0;
+        for (; i < R.count && R.by_addr[i]->span == a->span; i++) {
+            resident &= R.by_addr[i]->place != LMS_EVICTED;
+            last_use_ns = R.by_addr[i]->last_use_ns > last_use_ns ? R.by_addr[i]->last_use_ns : last_use_ns;
+        }
+        lms_trace_dump_record(&(lms_trace_live){ a->device, a->span->base, a->span->size, resident,
+                                                 a->created_ns, last_use_ns, a->stack });
     }
     for (const plain_entry *e = R.plain; e; e = e->hh.next)
         lms_trace_dump_record(&(lms_trace_live){ e->device, e->key, e->bytes, true,
@@ -720,21 +734,57 @@ static CUresult never_fits(int d, size_t bytes)
     return out_of_memory(d, bytes);
 }
 
-/* A new allocation is resident; one that cannot be, beside the small allocations, or finds
- * no room, starts in host memory mapped at its address (with host VMM only). */
-static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
+/* The bytes of one piece of a swappable allocation on device d: LMS_PIECE_MB rounded up to
+ * the granularity, or 0 (unsplit). */
+static size_t piece_bytes(const lms_device *ds)
+{
+    size_t piece = lms_opt.PIECE_MB.value;
+    return piece ? (piece + ds->granularity - 1) / ds->granularity * ds->granularity : 0;
+}
+
+/* The table index of a span's first piece (its pieces follow it there). */
+static size_t first_piece(const lms_span *span)
+{
+    return upper_bound(span->base) - 1;
+}
+
+/* Takes a freed allocation's piece out of the table and the policy, to be released once its
+ * last uses are done. */
+static void forget_piece(lms_block *a, CUstream stream, int async)
+{
+    if (async)
+        lms_swap_record_use(&a->uses, stream);
+    table_remove(a);
+    lms_device *ds = &R.dev[a->device];
+    lms_policy_freed(ds->policy, a->addr);
+    a->freed = 1;
+    ds->demanded -= a->size;
+    a->next_pending = R.pending;
+    R.pending = a;
+}
+
+/* Every piece of a span still in the table (all, or all made so far), which follow one
+ * another from its first. */
+static void forget_pieces(lms_span *span, CUstream stream, int async)
+{
+    size_t first = first_piece(span);
+    while (first < R.count && R.by_addr[first]->span == span)
+        forget_piece(R.by_addr[first], stream, async);
+}
+
+/* A new piece is resident; one that cannot be, beside the small allocations, or finds no room,
+ * starts in host memory mapped at its address (with host VMM only). It goes into the table and
+ * the policy, counted in the device's figures. */
+static CUresult add_piece(int d, lms_span *span, size_t offset, size_t bytes)
 {
     lms_device *ds = &R.dev[d];
     size_t padded = (bytes + ds->granularity - 1) / ds->granularity * ds->granularity;
     lms_block *a = calloc(1, sizeof *a);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *a = (lms_block){ .size = bytes, .padded = padded, .device = d, .place = LMS_RESIDENT };
-    if (!ds->host_vmm && padded + ds->plain > ds->soft_limit) {
-        free(a);
-        return never_fits(d, padded);
-    }
-    CUresult r = ds->host_vmm && padded + ds->plain > ds->soft_limit
+    *a = (lms_block){ .addr = span->base + offset, .size = bytes, .padded = padded, .span = span,
+                      .device = d, .place = LMS_RESIDENT };
+    CUresult r = ds->host_vmm && span->reserved + ds->plain > ds->soft_limit
                      ? CUDA_ERROR_OUT_OF_MEMORY
                      : device_handle(d, padded, "limit", 1, &a->dev_handle);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && ds->host_vmm) {
@@ -742,15 +792,12 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
         r = backing_for(a);
     }
     if (r == CUDA_SUCCESS) {
-        if ((r = lms_real.cuMemAddressReserve(&a->addr, padded, ds->granularity, 0, 0)) == CUDA_SUCCESS &&
-            (r = a->place == LMS_RESIDENT ? lms_swap_map(a->addr, padded, a->dev_handle, d)
+        if ((r = a->place == LMS_RESIDENT ? lms_swap_map(a->addr, padded, a->dev_handle, d)
                                           : lms_swap_map_host(a)) == CUDA_SUCCESS &&
             !table_insert(a)) {
             lms_real.cuMemUnmap(a->addr, padded);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
-        if (r != CUDA_SUCCESS && a->addr)
-            lms_real.cuMemAddressFree(a->addr, padded);
         if (r != CUDA_SUCCESS && a->place == LMS_RESIDENT)
             keep_spare(ds, a->dev_handle, padded);
         if (r != CUDA_SUCCESS && a->place == LMS_EVICTED)
@@ -758,15 +805,66 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
     }
     if (r != CUDA_SUCCESS) {
         free(a);
-        return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
+        return r;
     }
+    span->pieces++;
+    a->pins += ds->host_vmm; /* until alloc_swappable has made them all */
     lms_policy_created(ds->policy, a->addr, padded);
     if (a->place == LMS_EVICTED)
         lms_policy_evicted(ds->policy, a->addr);
     a->created_ns = lms_stats_now();
-    a->stack = lms_trace_alloc(d, a->addr, bytes, 0, true);
-    counted_in(d, a->place == LMS_RESIDENT ? padded : 0, bytes);
-    *dptr = a->addr;
+    ds->resident += a->place == LMS_RESIDENT ? padded : 0;
+    ds->demanded += bytes;
+    return CUDA_SUCCESS;
+}
+
+/* A new swappable allocation: an address range of its own, and its pieces (one unless
+ * LMS_PIECE_MB splits it), each resident or, where there is no room, in host memory. */
+static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
+{
+    lms_device *ds = &R.dev[d];
+    size_t padded = (bytes + ds->granularity - 1) / ds->granularity * ds->granularity;
+    size_t piece = piece_bytes(ds);
+    if (!piece || piece > padded)
+        piece = padded;
+    /* Without host VMM a call that uses it needs every piece on the device at once. */
+    if (!ds->host_vmm && padded + ds->plain > ds->soft_limit)
+        return never_fits(d, padded);
+    lms_span *span = calloc(1, sizeof *span);
+    if (!span)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *span = (lms_span){ .size = bytes, .reserved = padded };
+    CUresult r = lms_real.cuMemAddressReserve(&span->base, padded, ds->granularity, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        free(span);
+        return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
+    }
+    /* With host VMM its pieces are pinned while it is made: room for a later one never comes
+     * from evicting an earlier one, whose bytes nothing has written yet; past the room there
+     * is, the rest start in host memory. Without, that is the only way for them all to exist. */
+    for (size_t offset = 0; offset < bytes && r == CUDA_SUCCESS; offset += piece)
+        r = add_piece(d, span, offset, bytes - offset < piece ? bytes - offset : piece);
+    for (size_t i = span->pieces ? first_piece(span) : R.count;
+         ds->host_vmm && i < R.count && R.by_addr[i]->span == span; i++)
+        R.by_addr[i]->pins--;
+    if (r != CUDA_SUCCESS && span->pieces == 0) {
+        lms_real.cuMemAddressFree(span->base, span->reserved);
+        free(span);
+    } else if (r != CUDA_SUCCESS) {
+        forget_pieces(span, NULL, 0); /* the range goes with the last of them */
+        reap_pending(d, 0);
+    }
+    if (r != CUDA_SUCCESS) {
+        trace_counters(d);
+        return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
+    }
+    uint32_t stack = lms_trace_alloc(d, span->base, bytes, 0, true);
+    for (size_t i = first_piece(span); i < R.count && R.by_addr[i]->span == span; i++)
+        R.by_addr[i]->stack = stack;
+    ds->live++;
+    lms_stats_demanded(d, ds->demanded, ds->soft_limit);
+    trace_counters(d);
+    *dptr = span->base;
     return CUDA_SUCCESS;
 }
 
@@ -793,22 +891,16 @@ CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
     return r;
 }
 
-/* A freed swappable allocation is released once its last uses are done. */
-static void forget(lms_block *a, CUstream stream, int async)
+/* A freed swappable allocation's pieces are released once their last uses are done. */
+static void forget(lms_span *span, CUstream stream, int async)
 {
-    if (async)
-        lms_swap_record_use(&a->uses, stream);
-    table_remove(a);
-    lms_device *ds = &R.dev[a->device];
-    lms_policy_freed(ds->policy, a->addr);
-    a->freed = 1;
-    ds->demanded -= a->size;
-    ds->live--;
-    log_figures(LMS_LOG_ALLOC, a->device, "free", a->addr, a->size);
-    lms_trace_free(a->device, a->addr, a->size);
-    trace_counters(a->device);
-    a->next_pending = R.pending;
-    R.pending = a;
+    lms_block *first = R.by_addr[first_piece(span)];
+    int d = first->device;
+    log_figures(LMS_LOG_ALLOC, d, "free", span->base, span->size);
+    lms_trace_free(d, span->base, span->size);
+    forget_pieces(span, stream, async);
+    R.dev[d].live--;
+    trace_counters(d);
 }
 
 /* A small allocation goes back to the driver as the program asked, outside the lock:
@@ -840,13 +932,13 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
         return CUDA_SUCCESS; /* freeing NULL does nothing */
     CUstreamCaptureMode mode = lock();
     lms_block *a = find_containing(dptr);
-    int swappable = a && a->addr == dptr, d = a ? a->device : 0;
+    int swappable = a && a->span->base == dptr, d = a ? a->device : 0;
     plain_entry *e;
     HASH_FIND(hh, R.plain, &dptr, sizeof dptr, e);
     if (e)
         HASH_DEL(R.plain, e); /* this call frees it: no other may */
     else if (swappable)
-        forget(a, stream, async);
+        forget(a->span, stream, async);
     unlock(mode);
     if (e)
         return free_plain(e, stream, async);
@@ -992,6 +1084,13 @@ void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_writ
     call->refs[call->ref_count++] = (lms_ref){ addr, bytes ? bytes : 1, whole_write };
 }
 
+/* Whether the call writes every byte of a through ref. A captured call writes only when its
+ * graph runs: until then the bytes must stay (the caller's part). */
+static int overwrites(const lms_ref *ref, const lms_block *a)
+{
+    return ref->whole_write && ref->addr <= a->addr && ref->addr + ref->bytes >= a->addr + a->size;
+}
+
 /* Pins a for the call (once); whole_write stays set only if every reference writes all of it. */
 static void hold(lms_call *call, lms_block *a, int whole_write)
 {
@@ -1120,11 +1219,14 @@ static CUresult place_held(lms_call *call)
 /* Brings back, ahead of need, what the policy names for the steps after `step` on device d,
  * into device memory free now, so that the copies overlap the work already queued. For what
  * does not fit yet, making room queues the evictions of the victims, without waiting: a later
- * call brings it back once that room is there. */
+ * call brings it back once that room is there. While the policy predicts, the evictions that
+ * keep EVICT_AHEAD_SHARE of the memory free are queued first. */
 static void prefetch(int d, uint64_t step)
 {
     lms_device *ds = &R.dev[d];
     reap_evictions(d, 0);
+    if (lms_policy_predicts(ds->policy))
+        queue_room(d, ds->soft_limit / EVICT_AHEAD_SHARE);
     lms_alloc_id ids[MAX_VICTIMS];
     size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
     size_t n = lms_policy_prefetch_within(ds->policy, step + 1, room, ds->soft_limit / PREFETCH_WINDOW_SHARE,
@@ -1160,15 +1262,14 @@ CUresult lms_call_begin(lms_call *call)
     for (size_t i = 0; i < call->ref_count; i++) {
         const lms_ref *ref = &call->refs[i];
         lms_block *a = find_containing(ref->addr);
-        /* A captured call writes only when its graph runs: until then the bytes must stay. */
-        if (a)
-            hold(call, a, ref->whole_write && !call->capturing && ref->addr == a->addr &&
-                              ref->bytes >= a->size);
-        /* A range reaching past the allocation that holds its start touches later ones. */
-        if (ref->bytes > 1)
-            for (size_t j = upper_bound(ref->addr);
-                 j < R.count && R.by_addr[j]->addr < ref->addr + ref->bytes; j++)
-                hold(call, R.by_addr[j], 0);
+        if (!a && ref->bytes <= 1)
+            continue;
+        /* A pointer (one byte: a kernel's parameter) may reach anywhere in its allocation: every
+         * piece. A range reaches the pieces, and the allocations after, that it overlaps. */
+        size_t j = ref->bytes > 1 ? upper_bound(ref->addr) - (a != NULL) : first_piece(a->span);
+        for (; j < R.count && (ref->bytes > 1 ? R.by_addr[j]->addr < ref->addr + ref->bytes
+                                              : R.by_addr[j]->span == a->span); j++)
+            hold(call, R.by_addr[j], !call->capturing && overwrites(ref, R.by_addr[j]));
     }
     uint64_t step = ++R.step;
     uint64_t stall_start = lms_stats_now();
@@ -1243,8 +1344,10 @@ static void drop_block(lms_block *a, int gone)
     if (!a->freed) {
         lms_policy_freed(ds->policy, a->addr);
         ds->demanded -= a->size;
-        ds->live--;
-        lms_trace_free(a->device, a->addr, a->size);
+        if (a->addr == a->span->base) { /* the allocation, once */
+            ds->live--;
+            lms_trace_free(a->device, a->span->base, a->span->size);
+        }
     }
     lms_swap_release(a, gone);
     if (a->place != LMS_EVICTED) {
@@ -1319,7 +1422,7 @@ int lms_allocation_at(CUdeviceptr addr, lms_allocation *out)
     CUstreamCaptureMode mode = lock();
     const lms_block *a = find_containing(addr);
     if (a)
-        *out = (lms_allocation){ a->addr, a->size, a->device, R.dev[a->device].ctx };
+        *out = (lms_allocation){ a->span->base, a->span->size, a->device, R.dev[a->device].ctx };
     unlock(mode);
     return a != NULL;
 }
@@ -1331,7 +1434,7 @@ size_t lms_allocation_bases(const uint64_t *words, size_t count, uint64_t *bases
     for (size_t i = 0; i < count; i++) {
         const lms_block *a = words[i] ? find_containing((CUdeviceptr)words[i]) : NULL;
         if (a)
-            bases[found++] = a->addr;
+            bases[found++] = a->span->base;
     }
     unlock(mode);
     return found;
@@ -1355,7 +1458,12 @@ CUresult lms_retain_handle(CUmemGenericAllocationHandle *handle, CUdeviceptr add
 {
     CUstreamCaptureMode mode = lock();
     lms_block *a = find_containing(addr);
-    CUresult r = a ? keep_resident(a) : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = !a ? CUDA_ERROR_INVALID_VALUE : a->span->pieces > 1 ? CUDA_ERROR_NOT_SUPPORTED : keep_resident(a);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        lms_log(LMS_LOG_ERROR, a->device,
+                "cuMemRetainAllocationHandle(0x%llx): LMS_PIECE_MB split that allocation into "
+                "pieces; no one handle holds it",
+                (unsigned long long)addr);
     if (r == CUDA_SUCCESS && (a = find_containing(addr))) /* restore may release the lock */
         r = lms_real.cuMemRetainAllocationHandle(handle, (void *)a->addr);
     unlock(mode);

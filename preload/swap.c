@@ -485,7 +485,11 @@ void lms_swap_release(lms_block *a, int gone)
         lms_real.cuMemUnmap(a->addr, a->padded);
     if (a->back)
         backing_put(a->back);
-    lms_real.cuMemAddressFree(a->addr, a->padded);
+    if (--a->span->pieces == 0) {
+        lms_real.cuMemAddressFree(a->span->base, a->span->reserved);
+        free(a->span);
+    }
+    a->span = NULL;
     if (a->restored && !gone)
         lms_real.cuEventDestroy_v2(a->restored);
     lms_swap_uses_clear(&a->uses, gone);

@@ -46,11 +46,23 @@ typedef enum lms_place {
     LMS_EVICTED,   /* its bytes are in its backing; no device memory */
 } lms_place;
 
-/* One swappable allocation. */
+/* A swappable allocation's reserved address range. LMS_PIECE_MB splits a large allocation
+ * into pieces at consecutive addresses, each a block of its own, evicted and restored alone:
+ * a restore then waits only for the eviction of one piece, not of a whole tensor, and the two
+ * copy directions overlap piece by piece; the policy evicts only as many pieces as it needs. */
+typedef struct lms_span {
+    CUdeviceptr base;       /* the pointer the program holds */
+    size_t size;            /* bytes it asked for */
+    size_t reserved;        /* the reserved range: its pieces' padded bytes */
+    int pieces;             /* pieces not yet released: the range goes with the last */
+} lms_span;
+
+/* One swappable allocation, or one piece of it. */
 struct lms_block {
-    CUdeviceptr addr;       /* start of its reserved range: the pointer the program holds */
-    size_t size;            /* bytes asked for */
+    CUdeviceptr addr;       /* where it starts in its span's range */
+    size_t size;            /* its bytes of what the program asked for */
     size_t padded;          /* size rounded up to the granularity: its physical handle */
+    lms_span *span;         /* the allocation it belongs to */
     int device;
     lms_place place;
     int host_mapped;        /* its backing is mapped at addr (evicted only) */
@@ -159,9 +171,10 @@ int lms_swap_uses_done(lms_uses *uses, int wait);
 /* Destroys the events; with gone, their context has died: they are only forgotten. */
 void lms_swap_uses_clear(lms_uses *uses, int gone);
 
-/* Gives back what a freed allocation holds: its mapping, backing, address range and events
- * (only forgotten with gone: their context died); not a itself, nor its device handle when
- * it has one (unmapped then, for the caller). Its last uses must be done, and its copy out. */
+/* Gives back what a freed allocation (or piece) holds: its mapping, backing and events (only
+ * forgotten with gone: their context died), and with its span's last piece the address range;
+ * not a itself, nor its device handle when it has one (unmapped then, for the caller). Its
+ * last uses must be done, and its copy out. */
 void lms_swap_release(lms_block *a, int gone);
 
 /* Bytes of host backing, in use or pooled. */

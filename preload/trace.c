@@ -297,6 +297,7 @@ static void write_header(const lms_trace_config *cfg)
     put_arg_u64(&o, "pid", (uint64_t)trace.pid);
     put_arg_u64(&o, "threshold_bytes", cfg->threshold_bytes);
     put_arg_u64(&o, "exclude_bytes", cfg->exclude_bytes);
+    put_arg_u64(&o, "piece_bytes", cfg->piece_bytes);
     put(&o, ",\"policy\":");
     put_string(&o, cfg->policy ? cfg->policy : "lru");
     put(&o, ",\"mode\":");

@@ -43,6 +43,7 @@ typedef struct lms_trace_config {
     /* The settings of this run, recorded so that `lms-trace tune` can replay it. */
     uint64_t threshold_bytes;  /* LMS_THRESHOLD_KB in bytes */
     uint64_t exclude_bytes;    /* LMS_EXCLUDE_MB in bytes */
+    uint64_t piece_bytes;      /* LMS_PIECE_MB in bytes, before rounding to the granularity */
     const char *policy;        /* LMS_POLICY */
     const char *mode;          /* LMS_MODE */
 } lms_trace_config;

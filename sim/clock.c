@@ -12,6 +12,7 @@
 #include <string.h>
 
 static _Atomic sim_ns host_now;
+static _Atomic sim_ns host_waited; /* of host_now, the time the host spent waiting for devices */
 
 sim_ns cd_host_now(void)
 {
@@ -28,6 +29,15 @@ void cd_host_wait_until(sim_ns t)
     sim_ns now = atomic_load(&host_now);
     while (now < t && !atomic_compare_exchange_weak(&host_now, &now, t))
         ;
+    if (now < t) {
+        atomic_fetch_add(&host_waited, t - now);
+        cd_timeline_host_wait(now, t);
+    }
+}
+
+sim_ns cd_host_waited(void)
+{
+    return atomic_load(&host_waited);
 }
 
 /* Calls that queue work cost a launch; those whose cost depends on a size are charged by
@@ -72,12 +82,16 @@ static sim_ns legacy_ready_locked(const cd_stream *s)
     return ready;
 }
 
-static sim_ns schedule_copy_locked(sim_timeline *t, const cd_op *op, sim_ns ready, sim_ns *start)
+static sim_ns schedule_copy_locked(sim_timeline *t, const cd_op *op, sim_ns ready, sim_ns *start,
+                                   sim_engine *engine)
 {
     const sim_calibration *cal = sim_calibration_now();
     double bytes = (double)cd_copy_bytes(op);
     cd_memory_kind dst = cd_memory_kind_locked(op->u.copy.dst);
     cd_memory_kind src = cd_memory_kind_locked(op->u.copy.src);
+    *engine = dst == CD_MEMORY_DEVICE && src == CD_MEMORY_DEVICE ? SIM_ENGINE_COMPUTE
+              : dst == CD_MEMORY_DEVICE || src != CD_MEMORY_DEVICE ? SIM_ENGINE_H2D
+                                                                   : SIM_ENGINE_D2H;
     if (dst == CD_MEMORY_DEVICE && src == CD_MEMORY_DEVICE)
         return sim_timeline_compute(t, ready, cal->copy_latency_ns + bytes / cal->d2d_copy * 1e9,
                                     start);
@@ -103,8 +117,10 @@ static sim_ns schedule_memset_locked(sim_timeline *t, const cd_op *op, sim_ns re
 void cd_schedule_locked(cd_stream *s, cd_op *op)
 {
     sim_timeline *t = &cd.devices[s->ctx->device].timeline;
-    sim_ns ready = later(later(cd_host_now(), s->vt_end), legacy_ready_locked(s)), start = ready;
+    sim_ns queued = cd_host_now();
+    sim_ns ready = later(later(queued, s->vt_end), legacy_ready_locked(s)), start = ready;
     sim_ns end = ready;
+    sim_engine engine = SIM_ENGINE_COMPUTE;
     switch (op->kind) {
     case CD_OP_KERNEL: {
         double flops, device_bytes, host_bytes;
@@ -113,7 +129,7 @@ void cd_schedule_locked(cd_stream *s, cd_op *op)
         break;
     }
     case CD_OP_COPY:
-        end = schedule_copy_locked(t, op, ready, &start);
+        end = schedule_copy_locked(t, op, ready, &start, &engine);
         if (cd_memory_kind_locked(op->u.copy.dst) == CD_MEMORY_PAGEABLE ||
             cd_memory_kind_locked(op->u.copy.src) == CD_MEMORY_PAGEABLE)
             cd_host_wait_until(end); /* the driver stages pageable memory: the host waits */
@@ -132,6 +148,7 @@ void cd_schedule_locked(cd_stream *s, cd_op *op)
     }
     op->vt_end = end;
     s->vt_end = end;
+    cd_timeline_op_locked(s, op, engine, queued, start, end);
 }
 
 sim_ns cd_stream_vt_end_locked(const cd_stream *s)

@@ -364,6 +364,12 @@ CUfunction cd_kernel_handle(const cd_op *op)
     return (CUfunction)op->u.launch.kernel;
 }
 
+const char *cd_kernel_name_locked(const cd_op *op)
+{
+    const cd_kernel *k = op->u.launch.kernel;
+    return k->live && k->generation == op->u.launch.generation ? k->name : "(unloaded kernel)";
+}
+
 /* Under cd.lock from the look-up to the queue: an unload cannot come between. */
 static CUresult launch_locked(CUfunction f, const unsigned grid[3], const unsigned block[3],
                               unsigned shared_bytes, CUstream hStream, void **kernelParams,

@@ -3,7 +3,7 @@
 SIM_DIR := $(BUILD)/sim
 SIM_LIB := $(SIM_DIR)/libcuda.so.1
 
-SIM_SRC := $(addprefix sim/,control.c config.c contexts.c memory.c vmm.c pointers.c ipc.c \
+SIM_SRC := $(addprefix sim/,control.c config.c contexts.c memory.c vmm.c pointers.c ipc.c timeline_file.c \
                     streams.c events.c capture.c graphs.c transfers.c kernels.c modules.c \
                     memops.c per_thread.c procaddress.c timing.c calibration.c clock.c report.c)
 SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o)

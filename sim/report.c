@@ -11,8 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The name with %p replaced by the process id, in out; false when it does not fit. */
-static bool expand_path(const char *path, char *out, size_t size)
+bool cd_expand_path(const char *path, char *out, size_t size)
 {
     size_t used = 0;
     for (const char *c = path; *c; c++) {
@@ -32,7 +31,7 @@ __attribute__((destructor)) static void write_report(void)
     char expanded[4096];
     if (!path || !*path)
         return;
-    if (!expand_path(path, expanded, sizeof expanded)) {
+    if (!cd_expand_path(path, expanded, sizeof expanded)) {
         cd_log("LMS_SIM_REPORT=%s: the name is too long", path);
         return;
     }
@@ -47,9 +46,9 @@ __attribute__((destructor)) static void write_report(void)
     pthread_mutex_lock(&cd.lock);
     const sim_calibration *cal = sim_calibration_now();
     fprintf(f, "{\"simulated\": true, \"calibration\": \"%s\", \"link_gbps\": {\"h2d\": %.1f, "
-            "\"d2h\": %.1f, \"bidirectional\": %.1f}, \"host_ns\": %llu, \"devices\": [",
+            "\"d2h\": %.1f, \"bidirectional\": %.1f}, \"host_ns\": %llu, \"host_waited_ns\": %llu, \"devices\": [",
             cal->version, cal->pinned_h2d / 1e9, cal->pinned_d2h / 1e9, cal->pinned_bidirectional / 1e9,
-            (unsigned long long)cd_host_now());
+            (unsigned long long)cd_host_now(), (unsigned long long)cd_host_waited());
     for (int d = 0; d < cd.device_count; d++) {
         const sim_timeline *t = &cd.devices[d].timeline;
         fprintf(f, "%s{\"done_ns\": %llu, \"busy_ns\": {\"compute\": %llu, \"h2d\": %llu, \"d2h\": %llu}}",

@@ -444,6 +444,17 @@ void cd_kernels_release_ctx_locked(const cd_ctx *ctx);
 void **cd_kernel_params_of(const cd_op *op);
 /* The function handle a launch op names. */
 CUfunction cd_kernel_handle(const cd_op *op);
+/* The name of the kernel a launch op runs. */
+const char *cd_kernel_name_locked(const cd_op *op);
+
+/* LMS_SIM_TIMELINE (timeline_file.c): each priced op, on the engine that ran it, from start
+ * to end in virtual time; and the host's waits. */
+void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engine, sim_ns queued,
+                           sim_ns start, sim_ns end);
+void cd_timeline_host_wait(sim_ns from, sim_ns until);
+/* An output file's name (LMS_SIM_REPORT, LMS_SIM_TIMELINE) with %p replaced by the process
+ * id, into out; false when it does not fit. */
+bool cd_expand_path(const char *path, char *out, size_t size);
 /* Whether a queued launch may run on ctx: a pointer its cost function says the kernel moves
  * bytes through must be memory ctx's kernels may touch (cd_kernel_may_touch_locked). */
 bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx);
@@ -464,6 +475,8 @@ sim_ns cd_host_now(void);
 void cd_host_charge(double ns);
 /* The host waits: its clock moves to t if t is later. */
 void cd_host_wait_until(sim_ns t);
+/* How much of the host's clock went by in such waits. */
+sim_ns cd_host_waited(void);
 /* What a call costs the host, by base name; 0 for calls that charge by size themselves. */
 double cd_call_ns(const char *base_name);
 /* Prices op, queued on s now: sets op->vt_end and s->vt_end, and an event record's time. */

@@ -613,13 +613,14 @@ static void test_sequence_change(void)
         { a_again + 1, a_again + la, 2 }, { a_again + la, a_again + 6 * la, 0 },
         { a_again + 6 * la, a_again + 8 * la, 1 }, { a_again + 8 * la, run.steps, 0 },
     };
-    size_t predicted[3] = { 0 }, steps[3] = { 0 };
+    size_t predicted[3] = { 0 }, predicts[3] = { 0 }, steps[3] = { 0 };
     for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
         c.oracle = windows[w].check == 1;
         c.compare_shadow = windows[w].check == 2;
         for (size_t t = windows[w].from; t < windows[w].to; t++) {
             run_step(&c, t);
             predicted[windows[w].check] += prefetch_count(&c) > 0;
+            predicts[windows[w].check] += lms_policy_predicts(c.policy) != 0;
             steps[windows[w].check]++;
         }
     }
@@ -630,6 +631,9 @@ static void test_sequence_change(void)
        "right after each change it is LRU: %zu of %zu choices differ from LRU's", c.shadow_wrong, c.shadow_checked);
     ok(predicted[1] == steps[1] && predicted[2] == 0,
        "it names what to prefetch after each of the %zu steps of a known loop, after none of the %zu after a change",
+       steps[1], steps[2]);
+    ok(predicts[1] == steps[1] && predicts[2] == 0,
+       "it says it predicts after each of the %zu steps of a known loop, after none of the %zu after a change",
        steps[1], steps[2]);
     is_uint(c.bad, 0, "no wrong victim throughout");
     cache_free(&c);
@@ -888,7 +892,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(27);
+    plan(28);
     test_names();
     test_lru_until_learned();
     test_cycle();

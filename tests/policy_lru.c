@@ -28,13 +28,14 @@ static const char *choose(lms_policy *p, size_t bytes, lms_alloc_id *keep, size_
 
 int main(void)
 {
-    plan(15);
+    plan(16);
 
     is_str(lms_policy_names[0], "lru", "lru is the first (default) policy");
     ok(lms_policy_create("nonesuch") == NULL, "an unknown name gives NULL");
     lms_policy *p = lms_policy_create("lru");
     ok(p != NULL, "lru is created");
     is_str(lms_policy_name(p), "lru", "it names itself");
+    ok(!lms_policy_predicts(p), "it predicts nothing");
 
     is_str(choose(p, 1, NULL, 16), "", "no allocations: no victims");
 

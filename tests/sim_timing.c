@@ -188,18 +188,83 @@ static void test_report(void)
     rmdir(dir);
 }
 
-int main(void)
+/* The child of test_timeline, a process of its own: a copy in, a kernel, and the host waiting
+ * for them, under LMS_SIM_TIMELINE. */
+static int timeline_child(const char *module_path)
+{
+    CHECK_CU(cuInit(0));
+    CUcontext ctx;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    CUmodule module;
+    CHECK_CU(cuModuleLoad(&module, module_path));
+    CHECK_CU(cuModuleGetFunction(&scale, module, "scale"));
+    CUdeviceptr dev;
+    void *pinned;
+    CHECK_CU(cuMemAlloc_v2(&dev, GIB));
+    CHECK_CU(cuMemHostAlloc(&pinned, GIB, 0));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, NULL));
+    launch_scale(NULL, dev, 1 << 20);
+    CHECK_CU(cuStreamSynchronize(NULL));
+    return 0;
+}
+
+/* Runs this program as timeline_child with LMS_SIM_TIMELINE=path. */
+static void run_timeline_child(const char *exe, const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("LMS_SIM_TIMELINE", path, 1);
+        setenv("LMS_SIM_LOG", "/dev/null", 1);
+        execl(exe, exe, "--timeline-child", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+}
+
+static void test_timeline(const char *exe)
+{
+    char dir[] = "/tmp/sim_timing.XXXXXX", path[64];
+    if (!mkdtemp(dir))
+        bail_out("mkdtemp failed");
+    snprintf(path, sizeof path, "%s/timeline.json", dir);
+    run_timeline_child(exe, path);
+    ok(file_mentions(path, "\"name\": \"copy 1024.0 MiB\"") && file_mentions(path, "\"tid\": 1,") &&
+       file_mentions(path, "\"name\": \"scale\"") && file_mentions(path, "\"host waits\"") &&
+       file_mentions(path, "]\n"),
+       "LMS_SIM_TIMELINE: the copy on the copy engine, the kernel and the host's wait, as a closed "
+       "JSON array of Chrome trace events");
+    char expected[64];
+    snprintf(expected, sizeof expected, "\"dur\": %.3f", (cal->copy_latency_ns + GIB / cal->pinned_h2d * 1e9) / 1e3);
+    ok(file_mentions(path, expected), "the copy's slice lasts what the model priced (%s µs)", expected + 7);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("kept\n", f);
+        fclose(f);
+    }
+    run_timeline_child(exe, path);
+    ok(file_mentions(path, "kept") && !file_mentions(path, "scale"), "an existing timeline is never overwritten");
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
 {
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len < 0)
         bail_out("readlink /proc/self/exe failed");
     exe[len] = '\0';
+    char program[PATH_MAX];
+    memcpy(program, exe, sizeof program);
     char module_path[PATH_MAX + 32];
     snprintf(module_path, sizeof module_path, "%s/sim_test_module.so", dirname(exe));
-
     CHECK_CU(sim_set_device_preset("h100"));
     sim_set_execution(SIM_TIMING_ONLY);
+    if (argc == 2 && !strcmp(argv[1], "--timeline-child"))
+        return timeline_child(module_path);
+
     CHECK_CU(cuInit(0));
     CUcontext ctx;
     CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
@@ -230,12 +295,13 @@ int main(void)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(16);
+    plan(19);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_kernels(dev, host_located);
     test_ordering_and_waits(dev, pinned, pageable);
     free(pageable);
     test_report();
+    test_timeline(program);
     return exit_status();
 }

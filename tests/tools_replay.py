@@ -4,7 +4,8 @@ of tests/lms_workload (twelve 1 MiB buffers on a 16 MiB device); tune replays it
 same policy code for other settings; each prediction must equal the swap traffic liblms
 really produces when run at that setting. Then the same for a training loop, the trainer on
 the simulated GPU in a 24 MiB cache, whose iteration the lookahead policy learns: tune's
-prediction for each policy is again what liblms does."""
+prediction for each policy is again what liblms does; and with LMS_PIECE_MB, which splits the
+trainer's larger allocations into pieces, each swapped alone, tune splits them as liblms does."""
 import json
 import os
 import re
@@ -24,7 +25,7 @@ for program in (PROGRAM, TRAINER):
 SETTINGS = [(64, 0), (64, 2), (64, 6), (1024, 4), (2048, 0)]   # (LMS_THRESHOLD_KB, LMS_EXCLUDE_MB)
 H100_MB = 81559
 TRAIN_CACHES_MB = [24, 19]          # the trainer's cache: the simulated H100 less LMS_EXCLUDE_MB
-plan(3 + 2 * len(SETTINGS) + 3 + 2 * len(TRAIN_CACHES_MB))
+plan(3 + 2 * len(SETTINGS) + 3 + 2 * len(TRAIN_CACHES_MB) + 2)
 tmp = scratch()
 
 
@@ -87,15 +88,15 @@ if os.environ.get("SANITIZE") == "address":   # ASan's runtime has to come first
     TRAIN_ENV["LD_PRELOAD"] = subprocess.check_output(["gcc", "-print-file-name=libasan.so"], text=True).strip()
 
 
-def train(cache_mb, policy):
+def train(cache_mb, policy, piece_mb=0):
     """Eight iterations of cifar10_quick under liblms in a cache of cache_mb."""
-    path = os.path.join(tmp, f"train-{policy}-{cache_mb}.json")
+    path = os.path.join(tmp, f"train-{policy}-{cache_mb}-p{piece_mb}.json")
     code, out, err = run([LMS_RUN, "--sim", "--threshold-kb", "16", "--exclude-mb", str(H100_MB - cache_mb),
                           "--policy", policy, "--trace", path, "--uses", "--",
                           TRAINER, "train", "--model", "cifar10_quick", "--batch", "16", "--iters", "8",
                           "--test-interval", "0", "--display", "0", "--sim",
                           "--snapshot-prefix", os.path.join(tmp, "snapshot")],
-                         env=TRAIN_ENV)
+                         env=dict(TRAIN_ENV, LMS_PIECE_MB=str(piece_mb)))
     traced = re.search(r"^lms-run: tracing to (.*)$", err, re.M)   # lms-run puts the pid in the name
     return code, err, traced[1] if traced else path
 
@@ -116,4 +117,17 @@ for cache_mb in TRAIN_CACHES_MB:
     is_equal(code, 0, f"the trainer runs under LMS_POLICY=lookahead in a {cache_mb} MiB cache" + (f": {err}" if code else ""))
     is_equal(predicted.get(("lookahead", 16, H100_MB - cache_mb)), actual,
              f"tune predicts its swap traffic (out, in) {actual}")
+
+# Pieces of 2 MiB (1 MiB rounded up to the granularity): the trace's uses and swaps name them.
+cache_mb = TRAIN_CACHES_MB[0]
+code, err, recording = train(cache_mb, "lru", piece_mb=1)
+events = json.load(open(recording))
+starts = {e["args"]["addr"] for e in events if e["name"] == "alloc"}
+pieces = {u for e in events if e.get("cat") == "launch" for u in e["args"].get("uses", [])} - starts
+ok(code == 0 and pieces, f"the trainer runs under LMS_PIECE_MB=1 in a {cache_mb} MiB cache, "
+   f"its launches using {len(pieces)} pieces past an allocation's start" + (f": {err}" if code else ""))
+code, out, err = run([LMS_TRACE, "tune", recording, "--threshold-kb", "16", "--exclude-mb", str(H100_MB - cache_mb),
+                      "--policy", "lru"])
+is_equal(predictions(out).get(("lru", 16, H100_MB - cache_mb)), swapped(recording),
+         "tune splits as liblms does: it predicts the recorded run's traffic" + (f": {err}" if err else ""))
 done()

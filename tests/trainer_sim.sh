@@ -60,6 +60,17 @@ print(need)
 EOF
 }
 
+# The distinct addresses launches used (LMS_TRACE_USES=1) that start no allocation: pieces of
+# split ones (LMS_PIECE_MB).
+pieces_used() {
+    python3 - "$1" <<'EOF'
+import json, sys
+events = json.load(open(sys.argv[1]))
+starts = {e["args"]["addr"] for e in events if e["name"] == "alloc"}
+print(len({u for e in events if e.get("cat") == "launch" for u in e["args"].get("uses", [])} - starts))
+EOF
+}
+
 # train_sim LOG COMMAND...: the model's run on the simulated GPU, started by COMMAND (env
 # and variables, or lms-run). Fails, showing the log's end, unless it exits with 0 (a
 # sanitizer that finds something and goes on still changes the status).
@@ -116,6 +127,15 @@ check_model() {
             env LD_PRELOAD="$runtime $liblms" LMS_THRESHOLD_KB=$threshold LMS_STATS=json \
             LMS_EXCLUDE_MB=$((capacity_mb * 1024 - kib))K
     done
+    kib=$((${peak:-0} / 4 / 1024))
+    rm -f pieces.json
+    swap_run "$name, LMS_PIECE_MB=1 (pieces of the 2 MiB granularity), cache at 1/4 of the peak demand" \
+        env LD_PRELOAD="$runtime $liblms" LMS_THRESHOLD_KB=$threshold LMS_STATS=json LMS_PIECE_MB=1 \
+        LMS_TRACE=pieces.json LMS_TRACE_USES=1 LMS_TRACE_STACK_DEPTH=0 \
+        LMS_EXCLUDE_MB=$((capacity_mb * 1024 - kib))K
+    pieces=$(pieces_used pieces.json)
+    [ "${pieces:-0}" -gt 0 ]
+    report $? "$name, LMS_PIECE_MB=1: calls used ${pieces:-?} pieces past an allocation's first"
     swap_run "$name under lms-run --sim, host VMM off, cache at the largest call ($cache_kib KiB)" \
         env LD_PRELOAD="$runtime" LMS_SIM_HOST_VMM=0 LMS_EXCLUDE_MB=$((capacity_mb * 1024 - cache_kib))K \
         "$lms_run" --sim --threshold-kb "$threshold" --stats=json --

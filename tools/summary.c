@@ -22,6 +22,7 @@ typedef struct site {
 
 typedef struct live {             /* an allocation, to charge its swaps to its call site */
     uint64_t key[2];              /* device, address */
+    uint64_t bytes;
     site *site;
     UT_hash_handle hh;
 } live;
@@ -83,6 +84,15 @@ static live *find_live(summary *s, int device, uint64_t addr)
     return found;
 }
 
+/* The live allocation that holds addr: a piece of a split one (LMS_PIECE_MB) starts inside it. */
+static live *live_containing(summary *s, int device, uint64_t addr)
+{
+    live *l = find_live(s, device, addr);
+    for (live *c = s->lives; !l && c; c = c->hh.next)
+        if (c->key[0] == (uint64_t)device && c->key[1] < addr && addr - c->key[1] < c->bytes) l = c;
+    return l;
+}
+
 static void count_reason(summary *s, const char *reason)
 {
     size_t i = 0;
@@ -141,6 +151,7 @@ static int on_event(void *ctx, const trace_event *ev)
             HASH_ADD(hh, s->lives, key, sizeof l->key, l);
         }
         l->site = where;
+        l->bytes = ev->bytes;
         break;
     }
     case TRACE_FREE: {
@@ -155,7 +166,7 @@ static int on_event(void *ctx, const trace_event *ev)
         s->swaps[dir]++;
         s->swap_bytes[dir] += ev->bytes;
         s->swap_us[dir] += ev->dur_us;
-        live *l = find_live(s, ev->device, ev->addr);
+        live *l = live_containing(s, ev->device, ev->addr);
         if (l) { l->site->swap_bytes += ev->bytes; l->site->swaps++; }
         break;
     }

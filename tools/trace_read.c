@@ -24,6 +24,7 @@ static void read_settings(json_reader *reader, const json_value *settings, trace
     json_get_u64(settings, "pid", &info->pid);
     json_get_u64(settings, "threshold_bytes", &info->threshold_bytes);
     json_get_u64(settings, "exclude_bytes", &info->exclude_bytes);
+    json_get_u64(settings, "piece_bytes", &info->piece_bytes);
     json_get_u64(settings, "stack_depth", &info->stack_depth);
     json_get_u64(settings, "epoch_start_us", &info->epoch_start_us);
     const json_value *uses = json_get(settings, "uses");

@@ -57,6 +57,7 @@ typedef struct trace_info {
     char program[64];
     uint64_t pid;
     uint64_t threshold_bytes, exclude_bytes;
+    uint64_t piece_bytes;      /* LMS_PIECE_MB in bytes (0: never split; absent from older traces) */
     char policy[32], mode[16];
     uint64_t stack_depth;
     bool uses;

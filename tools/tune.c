@@ -2,7 +2,9 @@
  *
  * The model is the library's: an allocation of at least LMS_THRESHOLD_KB is cached (it may be
  * evicted, and takes whole 2 MiB units of device memory, the VMM granularity); a smaller one
- * stays resident. Each device's cache holds its total memory minus LMS_EXCLUDE_MB. Creating an
+ * stays resident. With LMS_PIECE_MB (the trace's piece_bytes) an allocation is split as the
+ * library splits it: pieces at consecutive addresses, every piece_bytes rounded up to the
+ * granularity, each charged, evicted and restored alone. Each device's cache holds its total memory minus LMS_EXCLUDE_MB. Creating an
  * allocation, or restoring one a launch uses, first evicts the victims the policy chooses
  * (never one the same launch uses); the policy hears of a launch's uses after its restores, as
  * in the library. Every policy in lms_policy_names is replayed unless --policy names some. Swap
@@ -40,9 +42,11 @@ typedef struct setting {
     uint64_t out_bytes, in_bytes, evictions, restores, ooms;
 } setting;
 
+/* An allocation, or one piece of a split one. */
 typedef struct allocation {
     uint64_t key[2];                          /* device, address */
-    uint64_t bytes;
+    uint64_t bytes;                           /* its own */
+    uint64_t alloc_bytes;                     /* the whole allocation's: whether it is cached */
     bool *evicted;                            /* [setting count] */
     UT_hash_handle hh;
 } allocation;
@@ -52,6 +56,7 @@ typedef struct {
     uint64_t total[TRACE_MAX_DEVICES];        /* device memory, from lms.device */
     uint64_t left_out[TRACE_MAX_DEVICES];     /* what the run left out of its cache */
     bool seen[TRACE_MAX_DEVICES];
+    uint64_t piece;                           /* LMS_PIECE_MB rounded up to the granularity; 0: none */
     uint64_t recorded_out, recorded_in;
     double recorded_in_us;
     setting *settings;
@@ -61,12 +66,17 @@ typedef struct {
     bool failed;
 } replay;
 
-static uint64_t charge(const setting *s, uint64_t bytes)
-{
-    return bytes >= s->threshold_bytes ? (bytes + GRANULARITY - 1) / GRANULARITY * GRANULARITY : bytes;
-}
+static uint64_t padded(uint64_t bytes) { return (bytes + GRANULARITY - 1) / GRANULARITY * GRANULARITY; }
 
-static bool cached(const setting *s, uint64_t bytes) { return bytes >= s->threshold_bytes; }
+static bool cached(const setting *s, const allocation *a) { return a->alloc_bytes >= s->threshold_bytes; }
+
+static uint64_t charge(const setting *s, const allocation *a) { return cached(s, a) ? padded(a->bytes) : a->bytes; }
+
+/* Where an allocation of `bytes` puts its pieces: every `step` bytes from its start. */
+static uint64_t piece_step(const replay *r, uint64_t bytes)
+{
+    return r->piece && r->piece < padded(bytes) ? r->piece : padded(bytes);
+}
 
 static uint64_t capacity(const replay *r, const setting *s, int dev)
 {
@@ -111,7 +121,7 @@ static bool make_room(replay *r, size_t si, int dev, uint64_t need)
             allocation *a = find(r, dev, victims[i]);
             if (!a || a->evicted[si]) { r->failed = true; return false; }
             a->evicted[si] = true;
-            s->resident[dev] -= charge(s, a->bytes);
+            s->resident[dev] -= charge(s, a);
             s->out_bytes += a->bytes;
             s->evictions++;
             lms_policy_evicted(policy, victims[i]);
@@ -120,9 +130,10 @@ static bool make_room(replay *r, size_t si, int dev, uint64_t need)
     return policy != NULL;
 }
 
-static void replay_alloc(replay *r, const trace_event *ev)
+/* A new allocation's piece at `offset` (all of it, unsplit), made room for as the library does. */
+static void add_piece(replay *r, const trace_event *ev, uint64_t offset, uint64_t bytes)
 {
-    allocation *a = find(r, ev->device, ev->addr);
+    allocation *a = find(r, ev->device, ev->addr + offset);
     if (a) { r->failed = true; return; }      /* allocated twice without a free */
     if (!(a = calloc(1, sizeof *a)) || !(a->evicted = calloc(r->setting_count, sizeof *a->evicted))) {
         free(a);
@@ -130,31 +141,42 @@ static void replay_alloc(replay *r, const trace_event *ev)
         return;
     }
     a->key[0] = (uint64_t)ev->device;
-    a->key[1] = ev->addr;
-    a->bytes = ev->bytes;
+    a->key[1] = ev->addr + offset;
+    a->bytes = bytes;
+    a->alloc_bytes = ev->bytes;
     HASH_ADD(hh, r->allocations, key, sizeof a->key, a);
     r->keep = NULL;
     for (size_t si = 0; si < r->setting_count; si++) {
         setting *s = &r->settings[si];
-        uint64_t c = charge(s, a->bytes);
+        uint64_t c = charge(s, a);
         if (!make_room(r, si, ev->device, c)) s->ooms++;
         s->resident[ev->device] += c;
-        if (cached(s, a->bytes) && policy_of(r, s, ev->device)) lms_policy_created(s->policies[ev->device], ev->addr, c);
+        if (cached(s, a) && policy_of(r, s, ev->device)) lms_policy_created(s->policies[ev->device], a->key[1], c);
     }
+}
+
+static void replay_alloc(replay *r, const trace_event *ev)
+{
+    uint64_t step = piece_step(r, ev->bytes);
+    for (uint64_t offset = 0; offset < ev->bytes && !r->failed; offset += step)
+        add_piece(r, ev, offset, ev->bytes - offset < step ? ev->bytes - offset : step);
 }
 
 static void replay_free(replay *r, const trace_event *ev)
 {
-    allocation *a = find(r, ev->device, ev->addr);
-    if (!a) return;                           /* made before the trace started */
-    for (size_t si = 0; si < r->setting_count; si++) {
-        setting *s = &r->settings[si];
-        if (!a->evicted[si]) s->resident[ev->device] -= charge(s, a->bytes);
-        if (cached(s, a->bytes) && s->policies[ev->device]) lms_policy_freed(s->policies[ev->device], ev->addr);
+    uint64_t step = piece_step(r, ev->bytes);
+    for (uint64_t offset = 0; offset < ev->bytes; offset += step) {
+        allocation *a = find(r, ev->device, ev->addr + offset);
+        if (!a) return;                       /* made before the trace started */
+        for (size_t si = 0; si < r->setting_count; si++) {
+            setting *s = &r->settings[si];
+            if (!a->evicted[si]) s->resident[ev->device] -= charge(s, a);
+            if (cached(s, a) && s->policies[ev->device]) lms_policy_freed(s->policies[ev->device], a->key[1]);
+        }
+        HASH_DEL(r->allocations, a);
+        free(a->evicted);
+        free(a);
     }
-    HASH_DEL(r->allocations, a);
-    free(a->evicted);
-    free(a);
 }
 
 /* The cached allocation a launch used, on whichever device holds it; NULL for another. */
@@ -164,7 +186,7 @@ static allocation *used_allocation(replay *r, const setting *s, const json_value
     allocation *a = NULL;
     for (int dev = 0; dev < TRACE_MAX_DEVICES && !a && json_as_u64(use, &addr); dev++)
         if (r->seen[dev]) a = find(r, dev, addr);
-    return a && cached(s, a->bytes) ? a : NULL;
+    return a && cached(s, a) ? a : NULL;
 }
 
 /* As the library does: first every evicted allocation the launch uses is restored (making room
@@ -178,9 +200,9 @@ static void replay_launch(replay *r, const trace_event *ev)
             allocation *a = used_allocation(r, s, &ev->uses->items[i]);
             if (!a || !a->evicted[si]) continue;
             int dev = (int)a->key[0];
-            if (!make_room(r, si, dev, charge(s, a->bytes))) s->ooms++;
+            if (!make_room(r, si, dev, charge(s, a))) s->ooms++;
             a->evicted[si] = false;
-            s->resident[dev] += charge(s, a->bytes);
+            s->resident[dev] += charge(s, a);
             s->in_bytes += a->bytes;
             s->restores++;
             lms_policy_restored(s->policies[dev], a->key[1]);
@@ -307,6 +329,7 @@ int command_tune(int argc, char **argv)
         print_error("%s: recorded without LMS_TRACE_USES=1, so it holds no launches to replay", path);
         return 1;
     }
+    r.piece = info.piece_bytes ? padded(info.piece_bytes) : 0;
     uint64_t smallest_total = UINT64_MAX;
     for (int dev = 0; dev < TRACE_MAX_DEVICES; dev++)
         if (r.seen[dev] && r.total[dev] < smallest_total) smallest_total = r.total[dev];

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""The bench's Belady replay (tools/bench/belady.py) on scripted traces: what it must move on a
+loop larger than the cap, pieces as liblms splits them, and no figure where one step alone
+needs more than the cap."""
+import json
+import os
+import sys
+
+SOURCE = os.environ.get("LMS_SOURCE_DIR", ".")
+sys.path.insert(0, os.path.join(SOURCE, "tests"))
+sys.path.insert(0, os.path.join(SOURCE, "tools", "bench"))
+from tools_tap import done, is_equal, plan, scratch  # noqa: E402
+import belady  # noqa: E402
+
+MIB = 1 << 20
+plan(4)
+tmp = scratch()
+
+
+def trace(name, allocations, steps, piece=0):
+    """allocations: {address: bytes}; steps: lists of the addresses each launch uses."""
+    events = [{"ph": "M", "name": "lms.settings", "args": {"piece_bytes": piece}}]
+    events += [{"ph": "i", "name": "alloc", "args": {"addr": hex(a), "bytes": b, "cached": True}}
+               for a, b in allocations.items()]
+    events += [{"ph": "i", "name": "k", "cat": "launch", "args": {"uses": [hex(a) for a in step]}} for step in steps]
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump(events, f)
+    return path
+
+
+# Four 2 MiB allocations used in turn, twice, in room for three: after the first fill (which
+# leaves out the one used last), two misses, each a copy out and a copy in.
+loop = {0x1000000 * (i + 1): 2 * MIB for i in range(4)}
+order = list(loop)
+cycle = trace("cycle.json", loop, [[a] for a in order * 2])
+is_equal(belady.traffic(cycle, 6 * MIB), 4 * 2 * MIB,
+         "a loop of four in room for three: two misses after the first fill, each out and in")
+is_equal(belady.traffic(cycle, 8 * MIB), 0, "in room for all four: nothing moves")
+# One allocation of 5 MiB in 2 MiB pieces (2, 2 and 1 padded to 2) beside a 2 MiB one, used in
+# turn in room for 6 MiB: the other's use evicts one piece, which comes back next in its place;
+# whole, the allocation would go out and back in (12 MiB) for the other's 4.
+pieces = [0x1000000, 0x1200000, 0x1400000]  # a launch's uses name every piece, as liblms's trace does
+split = trace("pieces.json", {0x1000000: 5 * MIB, 0x2000000: 2 * MIB},
+              [pieces, [0x2000000], pieces], piece=2 * MIB)
+is_equal(belady.traffic(split, 6 * MIB), 4 * 2 * MIB, "pieces move alone: one piece out and back, the other in and out")
+is_equal(belady.traffic(split, 4 * MIB), None, "a step needing more than the cap has no Belady figure")
+done()
