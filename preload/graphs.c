@@ -135,10 +135,14 @@ static uint64_t capture_id(CUstream stream)
 int lms_graph_capturing(CUstream stream)
 {
     CUstreamCaptureStatus status;
-    if (!stream || stream == CU_STREAM_LEGACY) /* the legacy stream never captures */
+    if (!stream || stream == CU_STREAM_LEGACY || !lms_real.cuStreamIsCapturing) /* the legacy stream never captures */
         return 0;
-    return lms_real.cuStreamIsCapturing && lms_real.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
-           status != CU_STREAM_CAPTURE_STATUS_NONE;
+    /* A failed query is asked again: a capturing stream taken for an idle one gets liblms's
+     * events recorded into its graph, and the graph's launches would hold nothing. */
+    CUresult r = lms_real.cuStreamIsCapturing(stream, &status);
+    if (r != CUDA_SUCCESS)
+        r = lms_real.cuStreamIsCapturing(stream, &status);
+    return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 void lms_graph_captured(CUstream stream, const uint64_t *addrs, size_t count, int uses_any)

@@ -118,6 +118,31 @@ static int waits_fail_in_capture(void)
     return 0;
 }
 
+/* liblms asks whether the launch's stream captures; when that query fails once, it is not
+ * taken for an idle stream: the graph's launches still hold what the captured kernels use,
+ * while the rest of the device is overwritten between capture and launch. */
+static int capture_query_fails(void)
+{
+    setup();
+    for (unsigned long nth = 1; nth <= 4; nth++) {
+        EXPECT(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+        sim_fail_call("cuStreamIsCapturing", nth, CUDA_ERROR_UNKNOWN);
+        for (int i = 0; i < 4; i++)
+            EXPECT(lms_test_launch(lms_test_add_kernel(), stream, buf[i], MIB, 1) == CUDA_SUCCESS);
+        sim_clear_faults();
+        CUgraphExec exec;
+        EXPECT(lms_test_end_capture(stream, &exec) == CUDA_SUCCESS);
+        for (int i = 4; i < BUFS; i++) /* evicts buf[0..3] */
+            EXPECT(cuMemsetD8(buf[i], (unsigned char)nth, MIB) == CUDA_SUCCESS);
+        EXPECT(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+        EXPECT(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+        for (int i = 0; i < 4; i++)
+            EXPECT(holds(buf[i], (unsigned char)(10 + nth)));
+        EXPECT(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+    }
+    return 0;
+}
+
 static const lms_test_case cases[] = {
     { "global-capture", "a capture in global mode survives restores, evictions, allocations and "
       "another thread's free", global_capture, { NULL } },
@@ -125,6 +150,8 @@ static const lms_test_case cases[] = {
       { NULL } },
     { "waits-fail-in-capture", "a wait of liblms's that fails during a capture does not invalidate it",
       waits_fail_in_capture, { NULL } },
+    { "capture-query-fails", "a capture query that fails once is asked again: the graph holds its "
+      "buffers", capture_query_fails, { NULL } },
 };
 #define CASES (sizeof cases / sizeof cases[0])
 
