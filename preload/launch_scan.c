@@ -2,8 +2,8 @@
  * parameters, laid out as cuKernelGetParamInfo (CUkernel handles: cudart, cuBLAS, cuDNN,
  * PyTorch) or cuFuncGetParamInfo (CUfunction handles) says, cached per handle until a module
  * or library is unloaded; or the packed `extra` buffer (cuBLASLt). A layout is cached only
- * once the driver has given all of it: a launch whose parameters cannot be read is marked as
- * one that may use anything. */
+ * once the driver has given all of it: a launch whose parameters cannot be read (twice) is
+ * marked as one that may use anything. */
 #include "preload/hooks.h"
 #include "preload/residency.h"
 
@@ -114,7 +114,9 @@ void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **ex
     pthread_mutex_lock(&layouts_lock);
     param_layout *layout;
     HASH_FIND_PTR(layouts, &f, layout);
-    if (!layout)
+    /* A query that failed is asked again once: a launch that cannot be scanned may use any
+     * allocation, and without host VMM one it reaches evicted faults. */
+    for (int attempt = 0; !layout && attempt < 2; attempt++)
         layout = learn_layout(f);
     if (layout)
         call->what = layout->name;

@@ -65,6 +65,7 @@ typedef struct entry_stats {
     char name[64];              /* base name: no _v2, _ptds or _ptsz suffix */
     unsigned long calls;
     unsigned long fail_in;      /* 0: no fault pending; n: the nth call from now fails */
+    unsigned long fail_count;   /* and so many in a row from it */
     CUresult fail_result;
     double host_ns;             /* what a call costs the host's virtual clock */
     UT_hash_handle hh;
@@ -180,6 +181,10 @@ bool cd_enter(const char *entry_point, cd_entry_checks checks, CUresult *result)
     bool injected = s->fail_in > 0 && --s->fail_in == 0;
     if (injected)
         *result = s->fail_result;
+    if (injected && s->fail_count > 1) { /* the next call fails too */
+        s->fail_count -= s->fail_count != SIM_FAIL_FOR_GOOD;
+        s->fail_in = 1;
+    }
     double host_ns = s->host_ns;
     pthread_mutex_unlock(&stats_lock);
     cd_host_charge(host_ns);
@@ -200,13 +205,19 @@ bool cd_enter(const char *entry_point, cd_entry_checks checks, CUresult *result)
     return *result != CUDA_SUCCESS;
 }
 
-void sim_fail_call(const char *entry_point, unsigned long nth, CUresult result)
+void sim_fail_calls(const char *entry_point, unsigned long nth, unsigned long count, CUresult result)
 {
     pthread_mutex_lock(&stats_lock);
     entry_stats *s = stats_for(entry_point);
-    s->fail_in = nth;
+    s->fail_in = count ? nth : 0;
+    s->fail_count = count;
     s->fail_result = result;
     pthread_mutex_unlock(&stats_lock);
+}
+
+void sim_fail_call(const char *entry_point, unsigned long nth, CUresult result)
+{
+    sim_fail_calls(entry_point, nth, 1, result);
 }
 
 void sim_clear_faults(void)

@@ -88,8 +88,11 @@ void sim_set_execution(sim_execution mode);
 
 /* Fault injection: the nth call from now (1 = the next) of entry_point (e.g.
  * "cuMemCreate") returns result without doing anything. One pending fault per entry point;
- * a later call replaces it. */
+ * a later call replaces it. sim_fail_calls fails `count` calls in a row from the nth
+ * (SIM_FAIL_FOR_GOOD: every one until sim_clear_faults), for a failure that persists. */
 void sim_fail_call(const char *entry_point, unsigned long nth, CUresult result);
+#define SIM_FAIL_FOR_GOOD (~0ul)
+void sim_fail_calls(const char *entry_point, unsigned long nth, unsigned long count, CUresult result);
 void sim_clear_faults(void);
 
 /* Counters, since start-up. */

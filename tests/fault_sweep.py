@@ -40,8 +40,7 @@ BASE_ENV = {"LMS_THRESHOLD_KB": "64", "LMS_EXCLUDE_MB": "0", "LMS_SIM_CAPACITY_M
             "LMS_SIM_CONTEXT_RESERVE_MB": "0", "LMS_SIM_KERNEL_RESERVE_MB": "0", "LMS_LOG_LEVEL": "0"}
 FAILURES = ("crash", "hang", "mismatch", "persisting", "many errors")
 # Failures found and not fixed yet, by entry point: reported as TAP TODO, with why.
-KNOWN = {"cuFuncGetParamInfo": "without host VMM a launch whose parameter query failed runs blind "
-                               "and reaches an evicted (unmapped) buffer"}
+KNOWN = {}
 
 
 def base_name(symbol):

@@ -64,12 +64,12 @@ static int holds(unsigned i, int delta)
     return cuMemcpyDtoH(host, buf[i], MIB) == CUDA_SUCCESS && memcmp(host, want, MIB) == 0;
 }
 
-/* The nth parameter query of the kernel's first launch fails; its later launches must still
- * be scanned, and restore the evicted buffer they use. */
+/* The parameter queries of the kernel's first launch fail from the nth on; its later launches
+ * must still be scanned, and restore the evicted buffer they use. */
 static int query_fails(unsigned long nth)
 {
     write_all();
-    sim_fail_call("cuKernelGetParamInfo", nth, CUDA_ERROR_UNKNOWN);
+    sim_fail_calls("cuKernelGetParamInfo", nth, SIM_FAIL_FOR_GOOD, CUDA_ERROR_UNKNOWN);
     EXPECT(launch_late_add(NULL, buf[BUFFERS - 1], 1, 0) == CUDA_SUCCESS);
     sim_clear_faults();
     EXPECT(cuCtxSynchronize() == CUDA_SUCCESS);
@@ -81,6 +81,20 @@ static int query_fails(unsigned long nth)
 }
 
 static int first_query_fails(void) { return query_fails(1); }
+
+/* One parameter query fails, of the first launch of a kernel on an evicted buffer: the query
+ * is asked again, and the launch restores the buffer it uses (without host VMM it would
+ * otherwise reach an unmapped one). */
+static int query_fails_once(void)
+{
+    write_all();
+    sim_fail_call("cuKernelGetParamInfo", 1, CUDA_ERROR_UNKNOWN);
+    EXPECT(launch_late_add(NULL, buf[0], 3, 0) == CUDA_SUCCESS); /* buf[0] is evicted */
+    sim_clear_faults();
+    EXPECT(cuCtxSynchronize() == CUDA_SUCCESS);
+    EXPECT(holds(0, 3));
+    return 0;
+}
 static int later_query_fails(void) { return query_fails(3); } /* after two answers */
 
 /* A launch that could not be scanned still runs on buf[4], the least recently used resident
@@ -90,7 +104,7 @@ static int unscanned_launch_delays_eviction(void)
     write_all();
     CUstream stream;
     EXPECT(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
-    sim_fail_call("cuKernelGetParamInfo", 1, CUDA_ERROR_UNKNOWN);
+    sim_fail_calls("cuKernelGetParamInfo", 1, SIM_FAIL_FOR_GOOD, CUDA_ERROR_UNKNOWN);
     EXPECT(launch_late_add(stream, buf[4], 1, 200) == CUDA_SUCCESS);
     sim_clear_faults();
     lms_test_pattern(host, MIB, 0);
@@ -111,7 +125,7 @@ static int unscanned_launch_in_graph(void)
     CUgraphExec exec;
     EXPECT(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
     EXPECT(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
-    sim_fail_call("cuKernelGetParamInfo", 1, CUDA_ERROR_UNKNOWN);
+    sim_fail_calls("cuKernelGetParamInfo", 1, SIM_FAIL_FOR_GOOD, CUDA_ERROR_UNKNOWN);
     EXPECT(launch_late_add(stream, buf[4], 1, 200) == CUDA_SUCCESS);
     sim_clear_faults();
     EXPECT(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
@@ -202,6 +216,8 @@ static const lms_test_case cases[] = {
       first_query_fails, { NULL } },
     { "later-query-fails", "nor is a layout cut short by a failed query",
       later_query_fails, { NULL } },
+    { "query-fails-once", "a query that fails once is asked again: the launch restores what it uses",
+      query_fails_once, { NULL } },
     { "unscanned-launch", "a launch that cannot be scanned completes before anything is evicted",
       unscanned_launch_delays_eviction, { NULL } },
     { "unscanned-launch-in-graph", "and so does a graph that captured one",
