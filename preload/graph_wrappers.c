@@ -15,7 +15,7 @@ static CUresult cuStreamBeginCapture_v2_impl(__typeof__(cuStreamBeginCapture_v2)
                                              CUstream stream, CUstreamCaptureMode mode)
 {
     CUresult r = real(stream, mode);
-    if (!lms_init() && r == CUDA_SUCCESS)
+    if (!lms_passing_through() && r == CUDA_SUCCESS)
         lms_graph_capture_begun(stream_of(per_thread, stream));
     return r;
 }
@@ -27,7 +27,7 @@ static CUresult cuStreamBeginCaptureToGraph_impl(__typeof__(cuStreamBeginCapture
                                                  size_t dep_count, CUstreamCaptureMode mode)
 {
     CUresult r = real(stream, graph, deps, edges, dep_count, mode);
-    if (!lms_init() && r == CUDA_SUCCESS)
+    if (!lms_passing_through() && r == CUDA_SUCCESS)
         lms_graph_capture_begun(stream_of(per_thread, stream));
     return r;
 }
@@ -41,7 +41,7 @@ static CUresult cuStreamEndCapture_impl(__typeof__(cuStreamEndCapture) *real, in
                                         CUstream stream, CUgraph *graph)
 {
     CUstream s = stream_of(per_thread, stream);
-    uint64_t capture = lms_init() ? 0 : lms_graph_capture_of(s);
+    uint64_t capture = lms_passing_through() ? 0 : lms_graph_capture_of(s);
     CUresult r = real(stream, graph);
     if (capture && !lms_graph_capturing(s))
         lms_graph_capture_ended(capture, r == CUDA_SUCCESS && graph ? *graph : NULL);
@@ -157,7 +157,7 @@ static void read_graph(CUgraph graph, CUgraphExec exec)
 
 static CUresult instantiated(CUresult r, CUgraph graph, const CUgraphExec *exec)
 {
-    if (!lms_init() && r == CUDA_SUCCESS && exec)
+    if (!lms_passing_through() && r == CUDA_SUCCESS && exec)
         read_graph(graph, *exec);
     return r;
 }
@@ -223,7 +223,7 @@ static CUresult cuGraphLaunch_impl(__typeof__(cuGraphLaunch) *real, int per_thre
     lms_call call;
     CUstream s = stream_of(per_thread, stream);
     lms_call_init(&call, s, "graph");
-    int passthrough = lms_init();
+    int passthrough = lms_passing_through();
     if (!passthrough)
         call.uses_any = lms_graph_each_use(exec, ref_graph_use, &call);
     CUresult r;
@@ -239,14 +239,14 @@ LMS_TWIN(cuGraphLaunch, _ptsz, (CUgraphExec exec, CUstream stream), exec, stream
 
 LMS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
 {
-    if (!lms_init())
+    if (!lms_passing_through())
         lms_graph_forget(exec);
     return lms_real.cuGraphExecDestroy(exec);
 }
 
 LMS_EXPORT CUresult cuGraphDestroy(CUgraph graph)
 {
-    if (!lms_init())
+    if (!lms_passing_through())
         lms_graph_forget(graph);
     return lms_real.cuGraphDestroy(graph);
 }

@@ -145,9 +145,11 @@ typedef struct lms_driver {
 
 extern lms_driver lms_real;
 
-/* Loads libcuda.so.1 and the options once; every hook calls it first. Returns 0 when
- * liblms manages calls (mode swap or cap), non-zero when it only passes them through. */
-int lms_init(void);
+/* Loads libcuda.so.1 and the options once; every hook calls it, or lms_passing_through, first. */
+void lms_init(void);
+/* lms_init, then whether liblms only passes calls through (LMS_MODE=off, or the driver could
+ * not be loaded) rather than managing them (swap or cap). */
+int lms_passing_through(void);
 
 /* The wrapper liblms hands out for a real driver function, or `real` itself. */
 void *lms_wrapper_for(void *real);

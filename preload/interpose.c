@@ -119,10 +119,15 @@ static void init_once(void)
     in_liblms = 0;
 }
 
-int lms_init(void)
+void lms_init(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_once);
+}
+
+int lms_passing_through(void)
+{
+    lms_init();
     return passthrough;
 }
 

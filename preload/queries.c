@@ -51,7 +51,7 @@ static CUresult own_answer(void *data, CUpointer_attribute attr, CUdeviceptr ptr
 LMS_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
     lms_allocation a;
-    if (lms_init() || !data || !lms_allocation_at(ptr, &a))
+    if (lms_passing_through() || !data || !lms_allocation_at(ptr, &a))
         return lms_real.cuPointerGetAttribute(data, attr, ptr);
     CUresult r = own_answer(data, attr, ptr, &a);
     return r == CUDA_ERROR_NOT_FOUND ? lms_real.cuPointerGetAttribute(data, attr, ptr) : r;
@@ -63,7 +63,7 @@ LMS_EXPORT CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute *
                                            CUdeviceptr ptr)
 {
     lms_allocation a;
-    int passthrough = lms_init();
+    int passthrough = lms_passing_through();
     CUresult r = lms_real.cuPointerGetAttributes(count, attrs, data, ptr);
     if (passthrough || r != CUDA_SUCCESS || !lms_allocation_at(ptr, &a))
         return r;
@@ -76,7 +76,7 @@ LMS_EXPORT CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute *
 LMS_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
     lms_allocation a;
-    if (lms_init() || !lms_allocation_at(ptr, &a))
+    if (lms_passing_through() || !lms_allocation_at(ptr, &a))
         return lms_real.cuMemGetAddressRange_v2(base, size, ptr);
     if (base)
         *base = a.base;
@@ -88,7 +88,7 @@ LMS_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUd
 LMS_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
     lms_allocation a;
-    int passthrough = lms_init();
+    int passthrough = lms_passing_through();
     CUresult r = lms_real.cuIpcGetMemHandle(handle, ptr);
     if (r != CUDA_SUCCESS && !passthrough && lms_allocation_at(ptr, &a))
         lms_log(LMS_LOG_ERROR, a.device,
@@ -103,7 +103,7 @@ LMS_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr)
 LMS_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     lms_allocation a;
-    if (lms_init() || !lms_allocation_at((CUdeviceptr)addr, &a))
+    if (lms_passing_through() || !lms_allocation_at((CUdeviceptr)addr, &a))
         return lms_real.cuMemRetainAllocationHandle(handle, addr);
     return lms_retain_handle(handle, (CUdeviceptr)addr);
 }

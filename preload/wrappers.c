@@ -12,13 +12,13 @@
 
 LMS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
-    return lms_init() ? lms_real.cuMemAlloc_v2(dptr, bytes) : lms_alloc(dptr, bytes, NULL, 0);
+    return lms_passing_through() ? lms_real.cuMemAlloc_v2(dptr, bytes) : lms_alloc(dptr, bytes, NULL, 0);
 }
 
 LMS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
                                        size_t height, unsigned element_bytes)
 {
-    if (lms_init())
+    if (lms_passing_through())
         return lms_real.cuMemAllocPitch_v2(dptr, pitch, width, height, element_bytes);
     if (!pitch || !width || !height ||
         (element_bytes != 4 && element_bytes != 8 && element_bytes != 16))
@@ -32,7 +32,7 @@ LMS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
 
 LMS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    if (lms_init())
+    if (lms_passing_through())
         return lms_real.cuMemFree_v2(dptr);
     lms_pointer_arrays_forget(dptr);
     return lms_free(dptr, NULL, 0);
@@ -40,7 +40,7 @@ LMS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 LMS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 {
-    return lms_init() ? lms_real.cuMemGetInfo_v2(free_bytes, total_bytes)
+    return lms_passing_through() ? lms_real.cuMemGetInfo_v2(free_bytes, total_bytes)
                       : lms_mem_get_info(free_bytes, total_bytes);
 }
 
@@ -66,7 +66,7 @@ static int managed_pool(CUmemoryPool pool, int current)
 static CUresult cuMemAllocAsync_impl(__typeof__(cuMemAllocAsync) *real, int per_thread,
                                      CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
-    if (lms_init() || !managed_pool(NULL, 1))
+    if (lms_passing_through() || !managed_pool(NULL, 1))
         return real(dptr, bytes, stream);
     return lms_alloc(dptr, bytes, stream_of(per_thread, stream), 1);
 }
@@ -76,7 +76,7 @@ static CUresult cuMemAllocFromPoolAsync_impl(__typeof__(cuMemAllocFromPoolAsync)
                                              int per_thread, CUdeviceptr *dptr, size_t bytes,
                                              CUmemoryPool pool, CUstream stream)
 {
-    if (lms_init() || !managed_pool(pool, 0))
+    if (lms_passing_through() || !managed_pool(pool, 0))
         return real(dptr, bytes, pool, stream);
     return lms_alloc(dptr, bytes, stream_of(per_thread, stream), 1);
 }
@@ -97,20 +97,20 @@ CUresult lms_free_async(CUdeviceptr dptr, CUstream stream)
 static CUresult cuMemFreeAsync_impl(__typeof__(cuMemFreeAsync) *real, int per_thread,
                                     CUdeviceptr dptr, CUstream stream)
 {
-    return lms_init() ? real(dptr, stream) : lms_free_async(dptr, stream_of(per_thread, stream));
+    return lms_passing_through() ? real(dptr, stream) : lms_free_async(dptr, stream_of(per_thread, stream));
 }
 LMS_TWIN(cuMemFreeAsync, _ptsz, (CUdeviceptr dptr, CUstream stream), dptr, stream)
 
 LMS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    return lms_init() ? lms_real.cuMemCreate(handle, size, prop, flags)
+    return lms_passing_through() ? lms_real.cuMemCreate(handle, size, prop, flags)
                       : lms_vmm_create(handle, size, prop, flags);
 }
 
 LMS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    return lms_init() ? lms_real.cuMemRelease(handle) : lms_vmm_release(handle);
+    return lms_passing_through() ? lms_real.cuMemRelease(handle) : lms_vmm_release(handle);
 }
 
 /* ---- launches ---- */
@@ -128,7 +128,7 @@ static CUresult cuLaunchKernel_impl(__typeof__(cuLaunchKernel) *real, int per_th
 {
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, stream), "launch");
-    if (!lms_init())
+    if (!lms_passing_through())
         lms_scan_launch(&call, f, params, extra);
     LMS_MANAGED_CALL(call, real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
 }
@@ -143,7 +143,7 @@ static CUresult cuLaunchKernelEx_impl(__typeof__(cuLaunchKernelEx) *real, int pe
 {
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, config ? config->hStream : NULL), "launch");
-    if (!lms_init())
+    if (!lms_passing_through())
         lms_scan_launch(&call, f, params, extra);
     LMS_MANAGED_CALL(call, real(config, f, params, extra));
 }
@@ -159,7 +159,7 @@ static CUresult cuLaunchCooperativeKernel_impl(__typeof__(cuLaunchCooperativeKer
 {
     lms_call call;
     lms_call_init(&call, stream_of(per_thread, stream), "launch");
-    if (!lms_init())
+    if (!lms_passing_through())
         lms_scan_launch(&call, f, params, NULL);
     LMS_MANAGED_CALL(call, real(f, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
@@ -176,7 +176,7 @@ LMS_TWIN(cuLaunchCooperativeKernel, _ptsz,
     {                                                                                    \
         lms_call call;                                                                   \
         lms_call_init(&call, stream_of(per_thread, stream_expr), what);                  \
-        if (!lms_init()) { refs; }                                                       \
+        if (!lms_passing_through()) { refs; }                                                       \
         LMS_MANAGED_CALL(call, real(__VA_ARGS__));                                       \
     }
 #define LMS_UNPAREN(...) __VA_ARGS__
@@ -354,7 +354,7 @@ LMS_MEMSET(cuMemsetD2D32Async, _ptsz, s,
 #define LMS_UNLOAD(name, handle_type)                                                  \
     LMS_EXPORT CUresult name(handle_type handle)                                       \
     {                                                                                  \
-        int passthrough = lms_init();                                                  \
+        int passthrough = lms_passing_through();                                                  \
         CUresult r = lms_real.name ? lms_real.name(handle) : CUDA_ERROR_NOT_SUPPORTED; \
         if (!passthrough && r == CUDA_SUCCESS)                                         \
             lms_launch_scan_forget();                                                  \
@@ -381,7 +381,7 @@ static CUcontext active_primary(CUdevice dev)
 
 LMS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    CUcontext ctx = lms_init() ? NULL : active_primary(dev);
+    CUcontext ctx = lms_passing_through() ? NULL : active_primary(dev);
     if (ctx)
         lms_residency_context_ends(ctx, 0);
     CUresult r = lms_real.cuDevicePrimaryCtxReset_v2(dev);
@@ -393,7 +393,7 @@ LMS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 /* Only the last release ends the context: liblms learns it afterwards. */
 LMS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUcontext ctx = lms_init() ? NULL : active_primary(dev);
+    CUcontext ctx = lms_passing_through() ? NULL : active_primary(dev);
     CUresult r = lms_real.cuDevicePrimaryCtxRelease_v2(dev);
     if (ctx && r == CUDA_SUCCESS && active_primary(dev) != ctx) {
         lms_residency_context_ends(ctx, 1);
@@ -404,7 +404,7 @@ LMS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 LMS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    int passthrough = lms_init();
+    int passthrough = lms_passing_through();
     if (!passthrough)
         lms_residency_context_ends(ctx, 0);
     CUresult r = lms_real.cuCtxDestroy_v2(ctx);
