@@ -13,7 +13,7 @@ for v in $(env | sed -n 's/^\(LMS_[A-Z0-9_]*\)=.*/\1/p'); do
 done
 "$trainer" train --model lenet --iters 1 --display 0 --test-interval 0 --snapshot-prefix probe 2>probe.log
 if grep -q "no CUDA GPU available" probe.log; then
-    echo "1..0 # SKIP $(sed -n 's/^trainer: error: //p' probe.log | head -n 1)"
+    echo "1..0 # SKIP $(sed -n 's/^lms-trainer: error: //p' probe.log | head -n 1)"
     exit 0
 fi
 echo "1..6"
@@ -76,7 +76,7 @@ refused=$(sed -n 's/.*"out_of_memory":\([0-9]*\).*/\1/p' cached.log)
 if [ $status -eq 0 ]; then
     [ $alone -eq 0 ] && [ "${refused:-1}" -eq 0 ] && cmp -s alone_iter_2.snap cached_iter_2.snap
 else
-    [ $status -eq 1 ] && grep -q "^trainer: CUDA error out of memory launching [a-z_]*kernel" cached.log
+    [ $status -eq 1 ] && grep -q "^lms-trainer: CUDA error out of memory launching [a-z_]*kernel" cached.log
 fi
 report $? "alexnet under a 400 MiB cache: the weights of the run alone, or a refused launch named (exit $status, $(grep -o 'launching [a-z_]*' cached.log || echo 'none refused'))"
 

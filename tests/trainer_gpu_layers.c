@@ -292,7 +292,7 @@ static int launch_refused(char *said, size_t len)
     waitpid(child, &status, 0);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return -1;
     return WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
-           strstr(said, "trainer: CUDA error invalid configuration argument launching channel_sum_kernel") != NULL;
+           strstr(said, "lms-trainer: CUDA error invalid configuration argument launching channel_sum_kernel") != NULL;
 }
 
 int main(void)

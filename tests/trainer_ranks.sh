@@ -80,7 +80,7 @@ report $? "a snapshot rank 0 cannot read ends the job: exit $status, the reason 
 CUDA_VISIBLE_DEVICES= ranks 2 "$trainer" train $flags --batch 4 >crowded.out 2>crowded.log
 status=$?
 [ $status -eq 2 ] && [ "$(grep -c 'trainer' crowded.log)" -eq 1 ] &&
-    grep -q '^trainer: error: 2 ranks on one node need CUDA devices 0 to 1, but they share a view of 0: ' crowded.log
+    grep -q '^lms-trainer: error: 2 ranks on one node need CUDA devices 0 to 1, but they share a view of 0: ' crowded.log
 report $? "2 ranks sharing a view of no GPU: exit $status and one line"
 
 # Simulated ranks, each with its own simulated GPU (sim/) under liblms, its cache at a quarter
@@ -115,8 +115,8 @@ ranks 2 sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] &&
     export LMS_SIM_CAPACITY_MB=8 LMS_SIM_CONTEXT_RESERVE_MB=0 LMS_SIM_KERNEL_RESERVE_MB=0; exec "$0" "$@"' \
     "$trainer" train $flags --sim --batch 64 2>small.log
 status=$?
-[ $status -eq 1 ] && grep -q '^rank 1: trainer: error: lenet: out of simulated GPU memory' small.log &&
-    grep -q '^rank 1: trainer: rank 1 of 2 failed (status 1): ending the job' small.log
+[ $status -eq 1 ] && grep -q '^rank 1: lms-trainer: error: lenet: out of simulated GPU memory' small.log &&
+    grep -q '^rank 1: lms-trainer: rank 1 of 2 failed (status 1): ending the job' small.log
 report $? "a rank that fails alone says so, prefixed with its rank, and ends the job (exit $status)"
 
 # Kill rank 1 mid-run: mpirun ends the job, well within timeout's bound (exit 124), and names

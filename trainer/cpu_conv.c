@@ -62,7 +62,7 @@ NO_TSAN static void conv_core(const ConvGeom *g, int mode, float *in, float *out
     size_t rows = (size_t)cin_g * g->k.kernel[0] * g->k.kernel[1] * g->k.kernel[2];
     float *col = malloc(rows * out_spatial * sizeof *col);
     if (!col) {
-        fprintf(stderr, "trainer: out of host memory for a %zux%zu convolution buffer\n", rows, out_spatial);
+        fprintf(stderr, "lms-trainer: out of host memory for a %zux%zu convolution buffer\n", rows, out_spatial);
         exit(1);
     }
     for (int n = 0; n < g->n; n++)

@@ -71,7 +71,7 @@ void cpu_lrn_backward(const Layer *l, Tensor *x, const Tensor *y)
     size_t count = tensor_count(x);
     float *ratio = malloc(count * sizeof *ratio);
     if (!ratio) {
-        fprintf(stderr, "trainer: out of host memory in LRN backward\n");
+        fprintf(stderr, "lms-trainer: out of host memory in LRN backward\n");
         exit(1);
     }
     for (size_t i = 0; i < count; i++) ratio[i] = y->diff[i] * y->data[i] / scale[i];

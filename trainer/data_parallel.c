@@ -21,7 +21,7 @@ static float *host_buffer(size_t count)
 {
     float *host = malloc(count ? count * sizeof *host : 1);
     if (!host) {
-        fprintf(stderr, "trainer: error: out of host memory for %zu floats of the ranks' exchange\n", count);
+        fprintf(stderr, "lms-trainer: error: out of host memory for %zu floats of the ranks' exchange\n", count);
         ranks_fail(1);
     }
     return host;

@@ -20,21 +20,21 @@
 static void check_cuda(cudaError_t e, const char *what, const char *file, int line)
 {
     if (e == cudaSuccess) return;
-    fprintf(stderr, "trainer: CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e), file, line, what);
+    fprintf(stderr, "lms-trainer: CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e), file, line, what);
     exit(1);
 }
 
 static void check_cudnn(cudnnStatus_t s, const char *what, const char *file, int line)
 {
     if (s == CUDNN_STATUS_SUCCESS) return;
-    fprintf(stderr, "trainer: cuDNN error %s at %s:%d: %s\n", cudnnGetErrorString(s), file, line, what);
+    fprintf(stderr, "lms-trainer: cuDNN error %s at %s:%d: %s\n", cudnnGetErrorString(s), file, line, what);
     exit(1);
 }
 
 static void check_cublas(cublasStatus_t s, const char *what, const char *file, int line)
 {
     if (s == CUBLAS_STATUS_SUCCESS) return;
-    fprintf(stderr, "trainer: cuBLAS error %s at %s:%d: %s\n", cublasGetStatusString(s), file, line, what);
+    fprintf(stderr, "lms-trainer: cuBLAS error %s at %s:%d: %s\n", cublasGetStatusString(s), file, line, what);
     exit(1);
 }
 

@@ -27,7 +27,7 @@ static void check_launch(const char *kernel, const char *file, int line)
 {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return;
-    fprintf(stderr, "trainer: CUDA error %s launching %s at %s:%d\n", cudaGetErrorString(e), kernel, file, line);
+    fprintf(stderr, "lms-trainer: CUDA error %s launching %s at %s:%d\n", cudaGetErrorString(e), kernel, file, line);
     exit(1);
 }
 
@@ -329,7 +329,7 @@ static LrnArgs checked_lrn_args(const Layer *l, const Tensor *x)
 {
     LrnArgs a = lrn_args(l, x);
     if (lrn_shared_bytes(a) > LRN_MAX_SHARED) {
-        fprintf(stderr, "trainer: LRN layer %s: a window of %d is too large for the kernel's tiles\n", l->name,
+        fprintf(stderr, "lms-trainer: LRN layer %s: a window of %d is too large for the kernel's tiles\n", l->name,
                 l->p.lrn.size);
         exit(1);
     }

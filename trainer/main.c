@@ -1,4 +1,4 @@
-/* trainer: a Caffe-like training engine in C and CUDA C (trainer --help). */
+/* lms-trainer: a Caffe-like training engine in C and CUDA C (lms-trainer --help). */
 #include "trainer/data_parallel.h"
 #include "trainer/gpu_backend.h"
 #include "trainer/models.h"
@@ -18,12 +18,12 @@ int main(int argc, char **argv)
     int parsed = options_parse(argc, argv, &cfg, err, sizeof err);
     if (parsed > 0) return 0;
     if (parsed < 0) {
-        fprintf(stderr, "trainer: error: %s\n", err);
+        fprintf(stderr, "lms-trainer: error: %s\n", err);
         return 2;
     }
     /* --sim may re-execute the trainer: before MPI starts, which an exec would break. */
     if ((cfg.sim && sim_backend_prepare(argv, err, sizeof err)) || ranks_start(&argc, &argv, err, sizeof err)) {
-        fprintf(stderr, "trainer: error: %s\n", err);
+        fprintf(stderr, "lms-trainer: error: %s\n", err);
         return 2;
     }
     if (ranks_count() > 1) log_set_rank(ranks_rank());
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     }
     int device = cfg.gpu; /* several ranks on a node share none (each --sim rank has a simulated GPU of its own) */
     if (!cfg.cpu && !cfg.sim && (device = dp_device(cfg.gpu, gpu_backend_device_count(), err, sizeof err)) < 0) {
-        if (!ranks_rank()) fprintf(stderr, "trainer: error: %s\n", err);
+        if (!ranks_rank()) fprintf(stderr, "lms-trainer: error: %s\n", err);
         net_free(net);
         return ranks_finish(2);
     }
@@ -43,19 +43,19 @@ int main(int argc, char **argv)
                       : cfg.sim ? sim_backend_open(argv, device, err, sizeof err)
                                 : gpu_backend_open(device, &cfg.gpu_options, err, sizeof err);
     if (!be) {
-        fprintf(stderr, "trainer: error: %s%s\n", err, cfg.sim ? "" : " (use --cpu to run on the CPU)");
+        fprintf(stderr, "lms-trainer: error: %s%s\n", err, cfg.sim ? "" : " (use --cpu to run on the CPU)");
         if (ranks_count() > 1) ranks_fail(2);
         net_free(net);
         return ranks_finish(2);
     }
     if (!cfg.cpu && !cfg.sim && ranks_count() > 1) {
         const GradientExchange *exchange = nccl_gradients_open(gpu_backend_stream(), err, sizeof err);
-        if (!exchange) fprintf(stderr, "trainer: warning: %s: the gradients go through host memory\n", err);
+        if (!exchange) fprintf(stderr, "lms-trainer: warning: %s: the gradients go through host memory\n", err);
         dp_set_exchange(exchange);
     }
     int status = 1;
     if (net_setup(net, be, cfg.seed, err, sizeof err))
-        fprintf(stderr, "trainer: error: %s: %s\n", cfg.model->name, err);
+        fprintf(stderr, "lms-trainer: error: %s: %s\n", cfg.model->name, err);
     else
         status = cfg.command == CMD_TRAIN ? run_train(&cfg, net)
                : cfg.command == CMD_TEST  ? run_test(&cfg, net)

@@ -41,7 +41,7 @@ static struct {
 static void check(int failed, const char *what, const char *why)
 {
     if (!failed) return;
-    fprintf(stderr, "trainer: error: %s: %s\n", what, why);
+    fprintf(stderr, "lms-trainer: error: %s: %s\n", what, why);
     ranks_fail(1);
 }
 #define NCCL_CHECK(call) do { nccl_result r_ = (call); check(r_ != NCCL_SUCCESS, #call, nccl.ncclGetErrorString(r_)); } while (0)

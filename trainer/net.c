@@ -21,7 +21,7 @@ const char *layer_type_name(LayerType type)
 
 static void fail(const char *what)
 {
-    fprintf(stderr, "trainer: model definition error: %s\n", what);
+    fprintf(stderr, "lms-trainer: model definition error: %s\n", what);
     abort(); /* a bug in models.c, never bad user input */
 }
 
@@ -414,7 +414,7 @@ float net_accuracy(Net *net, float *dice)
     float *p = malloc(n * sizeof *p), *label = malloc(nlabels * sizeof *label);
     size_t *inter = calloc(classes, sizeof *inter), *sizes = calloc(classes, sizeof *sizes);
     if (!p || !label || !inter || !sizes) {
-        fprintf(stderr, "trainer: out of host memory computing accuracy\n");
+        fprintf(stderr, "lms-trainer: out of host memory computing accuracy\n");
         exit(1);
     }
     net->be->download(p, prob->data, n);

@@ -85,7 +85,7 @@ void ranks_fail(int status)
 {
     if (started && count > 1) {
         /* Said here: mpirun's own notice of the abort does not always make it out. */
-        fprintf(stderr, "trainer: rank %d of %d failed (status %d): ending the job\n", rank, count, status);
+        fprintf(stderr, "lms-trainer: rank %d of %d failed (status %d): ending the job\n", rank, count, status);
         MPI_Abort(MPI_COMM_WORLD, status);
     }
     exit(ranks_finish(status));

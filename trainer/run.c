@@ -20,13 +20,13 @@ static int feeder_open(Feeder *f, const Config *cfg, const Net *net, int train)
     char err[4300];
     memset(f, 0, sizeof *f);
     if (dataset_open(&f->ds, cfg->data, train, cfg->model, &cfg->model_options, cfg->seed, err, sizeof err)) {
-        fprintf(stderr, "trainer: error: %s\n", err);
+        fprintf(stderr, "lms-trainer: error: %s\n", err);
         return -1;
     }
     f->pixels = net->be->upload_bytes(f->ds.pixels, f->ds.count * dataset_sample_size(&f->ds));
     f->labels = net->be->upload_bytes(f->ds.labels, f->ds.count * dataset_label_size(&f->ds));
     if (!f->pixels || !f->labels) {
-        fprintf(stderr, "trainer: error: out of %s memory for the data set %s\n", net->be->name, f->ds.name);
+        fprintf(stderr, "lms-trainer: error: out of %s memory for the data set %s\n", net->be->name, f->ds.name);
         return -1;
     }
     return 0;
@@ -90,7 +90,7 @@ static int snapshot(const Config *cfg, Net *net, long iter)
     snprintf(path, sizeof path, "%s_iter_%ld.snap", cfg->snapshot_prefix, iter);
     log_info("Snapshotting to binary file %s", path);
     if (snapshot_write(path, net, iter, err, sizeof err)) {
-        fprintf(stderr, "trainer: error: %s\n", err);
+        fprintf(stderr, "lms-trainer: error: %s\n", err);
         return -1;
     }
     return 0;
@@ -145,7 +145,7 @@ int run_train(const Config *cfg, Net *net)
     long iter = 0;
     char err[4300];
     if (cfg->resume && !ranks_rank() && snapshot_read(cfg->resume, net, &iter, err, sizeof err)) {
-        fprintf(stderr, "trainer: error: --resume: %s\n", err);
+        fprintf(stderr, "lms-trainer: error: --resume: %s\n", err);
         return 2;
     }
     dp_share_state(net, &iter);
@@ -237,7 +237,7 @@ int run_test(const Config *cfg, Net *net)
     long iter;
     char err[4300];
     if (snapshot_read(cfg->weights, net, &iter, err, sizeof err)) {
-        fprintf(stderr, "trainer: error: --weights: %s\n", err);
+        fprintf(stderr, "lms-trainer: error: --weights: %s\n", err);
         return 2;
     }
     Feeder test;
@@ -316,7 +316,7 @@ static int beyond_any_machine(const Config *cfg, const Net *net)
     char fits[64] = "not even one sample fits";
     if (per_image <= LARGEST_MACHINE_BYTES)
         snprintf(fits, sizeof fits, "batch %zu at most fits", LARGEST_MACHINE_BYTES / per_image);
-    fprintf(stderr, "trainer: error: --batch %d: %s would need more than 64 TiB, more than any GPU and its host's "
+    fprintf(stderr, "lms-trainer: error: --batch %d: %s would need more than 64 TiB, more than any GPU and its host's "
             "memory hold together (%s)\n", net->batch, net->model, fits);
     return 1;
 }

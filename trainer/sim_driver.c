@@ -185,6 +185,6 @@ void sim_driver_check(CUresult result, const char *call, const char *file, int l
     if (result == CUDA_SUCCESS) return;
     const char *name = NULL;
     if (!driver.cuGetErrorName || driver.cuGetErrorName(result, &name) != CUDA_SUCCESS) name = "an unknown error";
-    fprintf(stderr, "trainer: CUDA driver error %s (%d) at %s:%d: %s\n", name, (int)result, file, line, call);
+    fprintf(stderr, "lms-trainer: CUDA driver error %s (%d) at %s:%d: %s\n", name, (int)result, file, line, call);
     exit(1);
 }
