@@ -63,12 +63,28 @@ static int swapping(void) { return lms_opt.MODE.value == LMS_MODE_SWAP; }
 /* liblms's own waits and queries are not the program's: while a stream captures a graph they
  * must not count as the "potentially unsafe" calls that a thread's capture mode forbids, or
  * they would invalidate the capture. So the calling thread works under the lock in relaxed
- * mode; unlock gives it back the mode that lock returned. */
+ * mode; unlock gives it back the mode that lock returned (MODE_KEPT: the exchange failed, the
+ * thread kept its own). */
+#define MODE_KEPT ((CUstreamCaptureMode)-1)
+
+/* Sets the calling thread's capture mode to *mode and returns its old one there; a failed
+ * exchange is tried again once. Returns whether it took. */
+static int exchange_capture_mode(CUstreamCaptureMode *mode)
+{
+    CUstreamCaptureMode wanted = *mode;
+    for (int attempt = 0; lms_real.cuThreadExchangeStreamCaptureMode && attempt < 2; attempt++) {
+        *mode = wanted;
+        if (lms_real.cuThreadExchangeStreamCaptureMode(mode) == CUDA_SUCCESS)
+            return 1;
+    }
+    return 0;
+}
+
 static CUstreamCaptureMode lock(void)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (lms_real.cuThreadExchangeStreamCaptureMode)
-        lms_real.cuThreadExchangeStreamCaptureMode(&mode);
+    if (!exchange_capture_mode(&mode))
+        mode = MODE_KEPT;
     pthread_mutex_lock(&R.lock);
     return mode;
 }
@@ -89,8 +105,8 @@ static void unlock(CUstreamCaptureMode mode)
 {
     map_evicted();
     pthread_mutex_unlock(&R.lock);
-    if (lms_real.cuThreadExchangeStreamCaptureMode)
-        lms_real.cuThreadExchangeStreamCaptureMode(&mode);
+    if (mode != MODE_KEPT)
+        exchange_capture_mode(&mode);
 }
 
 /* ---- the sorted table of swappable allocations ---- */
