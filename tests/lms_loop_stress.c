@@ -31,23 +31,13 @@ static CUdeviceptr dev[BUFFERS];
 static size_t bytes[BUFFERS];
 static unsigned char *model[BUFFERS];
 static op loop[LOOP_OPS];
-static uint64_t rng;
-
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static size_t below(size_t n) { return (size_t)(next() % n); }
 
 static void new_loop(void)
 {
     for (unsigned i = 0; i < LOOP_OPS; i++) {
-        unsigned b = (unsigned)below(BUFFERS);
-        loop[i] = (op){ (op_kind)below(3), b, below(bytes[b] - SPAN), 1 + (int)below(200) };
+        unsigned b = (unsigned)lms_test_below(BUFFERS);
+        loop[i] = (op){ (op_kind)lms_test_below(3), b, lms_test_below(bytes[b] - SPAN),
+                        1 + (int)lms_test_below(200) };
     }
 }
 
@@ -57,19 +47,14 @@ int main(int argc, char **argv)
     static const char *const env[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
                                        "LMS_POLICY=lookahead", "LMS_PIECE_MB=2", "LMS_MAP_EVICTED=0", NULL };
     lms_test_with_env_swapping(argv, env);
-    const char *sanitize = getenv("SANITIZE");
-    unsigned long ops = sanitize && *sanitize ? 1000 : 4000;
-    if (getenv("LMS_STRESS_OPS"))
-        ops = strtoul(getenv("LMS_STRESS_OPS"), NULL, 10);
-    rng = getenv("LMS_STRESS_SEED") ? strtoull(getenv("LMS_STRESS_SEED"), NULL, 10) : 1;
-    rng = rng * 0x9E3779B97F4A7C15ull | 1;
+    unsigned long ops = lms_test_stress_start(4000, 1000);
     plan(2);
     note("%lu operations in loops of %d that change every %d loops, seed %s", ops, LOOP_OPS, CHANGE_EVERY,
-         getenv("LMS_STRESS_SEED") ? getenv("LMS_STRESS_SEED") : "1");
+         lms_test_stress_seed());
     lms_test_context();
     CUfunction add = lms_test_add_kernel();
     for (unsigned b = 0; b < BUFFERS; b++) {
-        bytes[b] = 3 * MIB + below(3 * MIB);
+        bytes[b] = 3 * MIB + lms_test_below(3 * MIB);
         model[b] = malloc(bytes[b]);
         if (!model[b])
             bail_out("out of host memory");

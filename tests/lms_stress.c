@@ -18,17 +18,6 @@ typedef struct slot {
 } slot;
 
 static slot slots[SLOTS];
-static uint64_t rng;
-
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static size_t below(size_t n) { return (size_t)(next() % n); }
 
 int main(int argc, char **argv)
 {
@@ -36,24 +25,19 @@ int main(int argc, char **argv)
     static const char *const env[] = { "LMS_THRESHOLD_KB=4", "LMS_EXCLUDE_MB=0",
                                        "LMS_SIM_CAPACITY_MB=16", NULL };
     lms_test_with_env_swapping(argv, env);
-    const char *sanitize = getenv("SANITIZE");
-    unsigned long ops = sanitize && *sanitize ? 50000 : 500000;
-    if (getenv("LMS_STRESS_OPS"))
-        ops = strtoul(getenv("LMS_STRESS_OPS"), NULL, 10);
-    rng = getenv("LMS_STRESS_SEED") ? strtoull(getenv("LMS_STRESS_SEED"), NULL, 10) : 1;
-    rng = rng * 0x9E3779B97F4A7C15ull | 1;
+    unsigned long ops = lms_test_stress_start(500000, 50000);
     plan(2);
-    note("%lu operations, seed %s", ops, getenv("LMS_STRESS_SEED") ? getenv("LMS_STRESS_SEED") : "1");
+    note("%lu operations, seed %s", ops, lms_test_stress_seed());
     lms_test_context();
     CUfunction add = lms_test_add_kernel();
     unsigned long mismatches = 0, errors = 0, reads = 0;
     static unsigned char buf[MAX_BYTES];
 
     for (unsigned long op = 0; op < ops; op++) {
-        slot *s = &slots[below(SLOTS)];
-        unsigned kind = (unsigned)below(100);
+        slot *s = &slots[lms_test_below(SLOTS)];
+        unsigned kind = (unsigned)lms_test_below(100);
         if (!s->ptr) {
-            s->bytes = 1 + below(MAX_BYTES);
+            s->bytes = 1 + lms_test_below(MAX_BYTES);
             if (cuMemAlloc(&s->ptr, s->bytes) != CUDA_SUCCESS) {
                 errors++;
                 s->ptr = 0;
@@ -63,23 +47,23 @@ int main(int argc, char **argv)
             errors += cuMemsetD8(s->ptr, 0, s->bytes) != CUDA_SUCCESS;
             continue;
         }
-        size_t off = below(s->bytes), len = 1 + below(s->bytes - off);
+        size_t off = lms_test_below(s->bytes), len = 1 + lms_test_below(s->bytes - off);
         CUresult r = CUDA_SUCCESS;
         if (kind < 5) {                       /* free */
             r = cuMemFree(s->ptr);
             s->ptr = 0;
         } else if (kind < 30) {               /* write */
             for (size_t i = 0; i < len; i++)
-                buf[i] = (unsigned char)next();
+                buf[i] = (unsigned char)lms_test_random();
             memcpy(s->model + off, buf, len);
             r = cuMemcpyHtoD(s->ptr + off, buf, len);
         } else if (kind < 55) {               /* launch */
-            int delta = (int)below(255) + 1;
+            int delta = (int)lms_test_below(255) + 1;
             for (size_t i = 0; i < len; i++)
                 s->model[off + i] = (unsigned char)(s->model[off + i] + delta);
             r = lms_test_launch(add, NULL, s->ptr + off, len, delta);
         } else if (kind < 65) {               /* memset */
-            unsigned char v = (unsigned char)next();
+            unsigned char v = (unsigned char)lms_test_random();
             memset(s->model + off, v, len);
             r = cuMemsetD8(s->ptr + off, v, len);
         } else {                              /* read */

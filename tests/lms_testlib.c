@@ -368,3 +368,28 @@ int lms_test_pattern_ok(const unsigned char *buf, size_t bytes, unsigned seed)
             return 0;
     return 1;
 }
+
+static uint64_t stress_rng;
+
+const char *lms_test_stress_seed(void)
+{
+    return getenv("LMS_STRESS_SEED") ? getenv("LMS_STRESS_SEED") : "1";
+}
+
+unsigned long lms_test_stress_start(unsigned long plain, unsigned long sanitized)
+{
+    stress_rng = strtoull(lms_test_stress_seed(), NULL, 10) * 0x9E3779B97F4A7C15ull | 1;
+    const char *sanitize = getenv("SANITIZE");
+    return getenv("LMS_STRESS_OPS") ? strtoul(getenv("LMS_STRESS_OPS"), NULL, 10)
+                                    : sanitize && *sanitize ? sanitized : plain;
+}
+
+uint64_t lms_test_random(void)
+{
+    stress_rng ^= stress_rng << 13;
+    stress_rng ^= stress_rng >> 7;
+    stress_rng ^= stress_rng << 17;
+    return stress_rng;
+}
+
+size_t lms_test_below(size_t n) { return (size_t)(lms_test_random() % n); }

@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Every test runs in both backing modes of the simulated GPU, host-located VMM on and off
@@ -83,6 +84,16 @@ const char *lms_test_stderr_end(void);
 
 /* Fills host memory with the pattern seed gives; checks it back. */
 void lms_test_pattern(unsigned char *buf, size_t bytes, unsigned seed);
+
+/* The differential stresses' reproducible randomness: seeds it from LMS_STRESS_SEED (default 1)
+ * and returns how many operations to make: LMS_STRESS_OPS, else `plain`, or `sanitized` in a
+ * sanitizer build (SANITIZE set). */
+unsigned long lms_test_stress_start(unsigned long plain, unsigned long sanitized);
+/* The seed's text, for the stresses' notes. */
+const char *lms_test_stress_seed(void);
+/* The next number of the seeded sequence (xorshift64), and one below n from it. */
+uint64_t lms_test_random(void);
+size_t lms_test_below(size_t n);
 int lms_test_pattern_ok(const unsigned char *buf, size_t bytes, unsigned seed);
 
 #endif
