@@ -12,7 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +22,8 @@
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *file;
 static bool opened; /* tried already: file is NULL when it could not be made */
+/* No timeline this run (not asked for, or not made): every op skips it without the lock. */
+static atomic_bool unwanted;
 
 static const char *const engine_names[SIM_ENGINE_COUNT] = { "compute", "copies in (HtoD)",
                                                             "copies out (DtoH)" };
@@ -39,12 +41,9 @@ static void write_names(void)
     }
 }
 
-/* Under file_lock: the file, opened on first use. */
-static FILE *timeline(void)
+/* The file LMS_SIM_TIMELINE names, made; NULL when it is not asked for or cannot be. */
+static FILE *open_timeline(void)
 {
-    if (opened)
-        return file;
-    opened = true;
     const char *path = cd_getenv("LMS_SIM_TIMELINE");
     char expanded[4096];
     if (!path || !*path)
@@ -54,14 +53,28 @@ static FILE *timeline(void)
         return NULL;
     }
     int fd = open(expanded, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 || !(file = fdopen(fd, "w"))) {
+    FILE *made = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!made) {
         cd_log("LMS_SIM_TIMELINE=%s: cannot create it: %s", expanded, strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;
     }
-    fputs("[\n", file);
-    write_names();
+    return made;
+}
+
+/* Under file_lock: the file, opened on first use. */
+static FILE *timeline(void)
+{
+    if (!opened) {
+        opened = true;
+        if ((file = open_timeline())) {
+            fputs("[\n", file);
+            write_names();
+        } else {
+            atomic_store(&unwanted, true);
+        }
+    }
     return file;
 }
 
@@ -74,6 +87,8 @@ static void slice(int pid, int tid, const char *name, sim_ns start, sim_ns end, 
 void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engine, sim_ns queued,
                            sim_ns start, sim_ns end)
 {
+    if (atomic_load_explicit(&unwanted, memory_order_relaxed))
+        return;
     char name[160], args[160];
     size_t bytes = 0;
     switch (op->kind) {
@@ -102,6 +117,8 @@ void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engin
 
 void cd_timeline_host_wait(sim_ns from, sim_ns until)
 {
+    if (atomic_load_explicit(&unwanted, memory_order_relaxed))
+        return;
     pthread_mutex_lock(&file_lock);
     if (until > from && timeline())
         slice(HOST_PID, 0, "host waits", from, until, "");
