@@ -154,6 +154,18 @@ static void table_remove(lms_block *a)
     R.count--;
 }
 
+/* The table index of a span's first piece (its pieces follow it there). */
+static size_t first_piece(const lms_span *span)
+{
+    return upper_bound(span->base) - 1;
+}
+
+/* Whether table index i holds a piece of span: from first_piece on, while this holds. */
+static int in_span(size_t i, const lms_span *span)
+{
+    return i < R.count && R.by_addr[i]->span == span;
+}
+
 /* ---- devices ---- */
 
 /* Device memory less LMS_EXCLUDE_MB; by default, what the device has free now less the
@@ -251,7 +263,7 @@ static void walk_live_locked(const char *reason)
         const lms_block *a = R.by_addr[i];
         int resident = 1; /* every piece */
         uint64_t last_use_ns = 0;
-        for (; i < R.count && R.by_addr[i]->span == a->span; i++) {
+        for (; in_span(i, a->span); i++) {
             resident &= R.by_addr[i]->place != LMS_EVICTED;
             last_use_ns = R.by_addr[i]->last_use_ns > last_use_ns ? R.by_addr[i]->last_use_ns : last_use_ns;
         }
@@ -758,12 +770,6 @@ static size_t piece_bytes(const lms_device *ds)
     return piece ? (piece + ds->granularity - 1) / ds->granularity * ds->granularity : 0;
 }
 
-/* The table index of a span's first piece (its pieces follow it there). */
-static size_t first_piece(const lms_span *span)
-{
-    return upper_bound(span->base) - 1;
-}
-
 /* Takes a freed allocation's piece out of the table and the policy, to be released once its
  * last uses are done. */
 static void forget_piece(lms_block *a, CUstream stream, int async)
@@ -784,7 +790,7 @@ static void forget_piece(lms_block *a, CUstream stream, int async)
 static void forget_pieces(lms_span *span, CUstream stream, int async)
 {
     size_t first = first_piece(span);
-    while (first < R.count && R.by_addr[first]->span == span)
+    while (in_span(first, span))
         forget_piece(R.by_addr[first], stream, async);
 }
 
@@ -860,9 +866,11 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
      * is, the rest start in host memory. Without, that is the only way for them all to exist. */
     for (size_t offset = 0; offset < bytes && r == CUDA_SUCCESS; offset += piece)
         r = add_piece(d, span, offset, bytes - offset < piece ? bytes - offset : piece);
-    for (size_t i = span->pieces ? first_piece(span) : R.count;
-         ds->host_vmm && i < R.count && R.by_addr[i]->span == span; i++)
-        R.by_addr[i]->pins--;
+    uint32_t stack = r == CUDA_SUCCESS ? lms_trace_alloc(d, span->base, bytes, 0, true) : 0;
+    for (size_t i = first_piece(span); in_span(i, span); i++) {
+        R.by_addr[i]->pins -= ds->host_vmm;
+        R.by_addr[i]->stack = stack;
+    }
     if (r != CUDA_SUCCESS && span->pieces == 0) {
         lms_real.cuMemAddressFree(span->base, span->reserved);
         free(span);
@@ -874,9 +882,6 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
         trace_counters(d);
         return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
     }
-    uint32_t stack = lms_trace_alloc(d, span->base, bytes, 0, true);
-    for (size_t i = first_piece(span); i < R.count && R.by_addr[i]->span == span; i++)
-        R.by_addr[i]->stack = stack;
     ds->live++;
     lms_stats_demanded(d, ds->demanded, ds->soft_limit);
     trace_counters(d);
@@ -1283,8 +1288,8 @@ CUresult lms_call_begin(lms_call *call)
         /* A pointer (one byte: a kernel's parameter) may reach anywhere in its allocation: every
          * piece. A range reaches the pieces, and the allocations after, that it overlaps. */
         size_t j = ref->bytes > 1 ? upper_bound(ref->addr) - (a != NULL) : first_piece(a->span);
-        for (; j < R.count && (ref->bytes > 1 ? R.by_addr[j]->addr < ref->addr + ref->bytes
-                                              : R.by_addr[j]->span == a->span); j++)
+        for (; ref->bytes > 1 ? j < R.count && R.by_addr[j]->addr < ref->addr + ref->bytes
+                              : in_span(j, a->span); j++)
             hold(call, R.by_addr[j], !call->capturing && overwrites(ref, R.by_addr[j]));
     }
     uint64_t step = ++R.step;
