@@ -4,6 +4,7 @@
  * uses, then frees what the graph frees. */
 #include "preload/graphs.h"
 #include "preload/hooks.h"
+#include "preload/real_driver.h"
 #include "preload/residency.h"
 #include "preload/wrappers.h"
 

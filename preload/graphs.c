@@ -1,6 +1,6 @@
 #include "preload/graphs.h"
 
-#include "preload/hooks.h"
+#include "preload/real_driver.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* The one table of intercepted driver entry points, and the real driver behind them.
+/* The one table of intercepted driver entry points, and what interpose.c gives the wrappers
+ * (the real driver behind them is preload/real_driver.h's).
  *
  * LMS_HOOK_TABLE lists every entry point liblms manages: X(symbol, prototype), where
  * `symbol` is the exact versioned name the driver exports and `prototype` is a function
@@ -111,39 +112,10 @@ typedef CUresult lms_memcpy_batch_v1(CUdeviceptr *dsts, CUdeviceptr *srcs, size_
     X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2)      \
     X(cuCtxDestroy_v2, cuCtxDestroy_v2)
 
-/* Driver functions liblms calls itself and does not intercept. */
-#define LMS_DRIVER_TABLE(X)                                                                 \
-    X(cuGetProcAddress_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent)          \
-    X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity)          \
-    X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)   \
-    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) \
-    X(cuStreamSynchronize) X(cuCtxSynchronize)               \
-    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
-    X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuKernelGetName) X(cuFuncGetName)       \
-    X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGetDefaultMemPool)       \
-    X(cuDeviceGetMemPool) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)          \
-    X(cuStreamGetId) X(cuStreamGetCaptureInfo_v3) X(cuDeviceGetCount) X(cuDeviceCanAccessPeer) \
-    X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams_v2)                 \
-    X(cuGraphMemcpyNodeGetParams) X(cuGraphMemsetNodeGetParams) X(cuGraphChildGraphNodeGetGraph) \
-    X(cuGraphBatchMemOpNodeGetParams)
-
 /* The per-thread variants, declared with the type of their prototype. */
 #define LMS_DECLARE_HOOK(symbol, prototype) LMS_EXPORT __typeof__(prototype) symbol;
 LMS_HOOK_TABLE(LMS_DECLARE_HOOK)
 #undef LMS_DECLARE_HOOK
-
-/* The real driver, resolved once from libcuda.so.1; a NULL entry is missing there. */
-typedef struct lms_driver {
-#define LMS_REAL_HOOK(symbol, prototype) __typeof__(prototype) *symbol;
-    LMS_HOOK_TABLE(LMS_REAL_HOOK)
-#undef LMS_REAL_HOOK
-#define LMS_REAL_CALL(symbol) __typeof__(symbol) *symbol;
-    LMS_DRIVER_TABLE(LMS_REAL_CALL)
-#undef LMS_REAL_CALL
-    CUresult (*get_proc_address_v1)(const char *, void **, int, cuuint64_t); /* "cuGetProcAddress" */
-} lms_driver;
-
-extern lms_driver lms_real;
 
 /* Loads libcuda.so.1 and the options once; every hook calls it, or lms_passing_through, first. */
 void lms_init(void);

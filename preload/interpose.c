@@ -5,6 +5,8 @@
 #include "preload/fork.h"
 
 #include "preload/log.h"
+#include "preload/real_dlsym.h"
+#include "preload/real_driver.h"
 #include "preload/residency.h"
 #include "preload/trace.h"
 
@@ -17,16 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-lms_driver lms_real;
-
 typedef struct hook_entry {
-    const char *name;
     void **real;   /* where lms_real keeps the driver's function */
     void *wrapper;
 } hook_entry;
 
 static const hook_entry hooks[] = {
-#define LMS_HOOK_ENTRY(symbol, prototype) { #symbol, (void **)&lms_real.symbol, (void *)symbol },
+#define LMS_HOOK_ENTRY(symbol, prototype) { (void **)&lms_real.symbol, (void *)symbol },
     LMS_HOOK_TABLE(LMS_HOOK_ENTRY)
 #undef LMS_HOOK_ENTRY
 };
@@ -36,35 +35,8 @@ static const hook_entry hooks[] = {
  * loader (or libcuda's constructors) on its behalf are not intercepted again. */
 static __thread int in_liblms;
 
-/* glibc's dlsym; the assembly entry below reads it. */
-typedef void *(*dlsym_fn)(void *, const char *);
-__attribute__((visibility("hidden"))) dlsym_fn lms_real_dlsym;
 static int passthrough = 1;
 static atomic_int initialized;
-
-/* glibc's dlsym, by version: ours is unversioned, so a versioned lookup never finds it. That
- * works from RTLD_DEFAULT too, which is needed while a sanitizer runtime initializes. */
-#define LMS_BEFORE_SANITIZERS __attribute__((no_sanitize("address", "thread", "undefined")))
-
-LMS_BEFORE_SANITIZERS static void *libc_dlsym(void *handle, const char *version)
-{
-    return dlvsym(handle, "dlsym", version);
-}
-
-/* Runs before a sanitizer runtime has set itself up (it calls dlsym first), so it is not
- * instrumented and keeps nothing on the stack. Returns glibc's dlsym, or NULL. */
-LMS_BEFORE_SANITIZERS __attribute__((visibility("hidden"))) dlsym_fn lms_resolve_dlsym(void)
-{
-    if (!lms_real_dlsym)
-        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_NEXT, "GLIBC_2.34");
-    if (!lms_real_dlsym)
-        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_NEXT, "GLIBC_2.2.5");
-    if (!lms_real_dlsym)
-        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_DEFAULT, "GLIBC_2.34");
-    if (!lms_real_dlsym)
-        lms_real_dlsym = (dlsym_fn)libc_dlsym(RTLD_DEFAULT, "GLIBC_2.2.5");
-    return lms_real_dlsym;
-}
 
 /* LMS_TRACE and the dump signal; a trace that cannot be written ends the process, as a bad
  * option value does, before any device work. */
@@ -94,20 +66,12 @@ static void init_once(void)
     lms_resolve_dlsym();
     lms_options_load();
     lms_options_dump();
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (!cuda) {
+    if (lms_real_driver_load() != 0) {
         /* Not an error: every process started under LD_PRELOAD loads liblms, shells and
          * helpers included, and a machine without a driver has nothing to manage. */
         lms_log(LMS_LOG_INFO, -1, "cannot load libcuda.so.1 (%s): passing every call through",
                 dlerror());
     } else {
-        for (size_t i = 0; i < HOOK_COUNT; i++)
-            *hooks[i].real = lms_real_dlsym(cuda, hooks[i].name);
-#define LMS_RESOLVE(symbol) lms_real.symbol = (__typeof__(lms_real.symbol))lms_real_dlsym(cuda, #symbol);
-        LMS_DRIVER_TABLE(LMS_RESOLVE)
-#undef LMS_RESOLVE
-        lms_real.get_proc_address_v1 =
-            (__typeof__(lms_real.get_proc_address_v1))lms_real_dlsym(cuda, "cuGetProcAddress");
         passthrough = lms_opt.MODE.value == LMS_MODE_OFF;
         if (!passthrough) {
             open_trace();

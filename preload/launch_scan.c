@@ -4,7 +4,7 @@
  * or library is unloaded; or the packed `extra` buffer (cuBLASLt). A layout is cached only
  * once the driver has given all of it: a launch whose parameters cannot be read (twice) is
  * marked as one that may use anything. */
-#include "preload/hooks.h"
+#include "preload/real_driver.h"
 #include "preload/residency.h"
 
 #include <pthread.h>

@@ -1,8 +1,20 @@
 # liblms.so: the LD_PRELOAD library, with the trace writer (trace.c, stack.c: the tools'
 # module writes them; they are compiled here like every file of preload/).
-LMS_OBJS := $(addprefix $(BUILD)/preload/,interpose.o wrappers.o residency.o swap.o launch_scan.o \
-              options.o log.o stats.o graphs.o trace.o stack.o fork.o signals.o output_file.o quote.o \
-              graph_wrappers.o pointer_arrays.o queries.o nccl_wrappers.o)
+#
+# Its files stand in three layers; a file calls only its own layer and those below it
+# (tests/preload_layers.py checks the built objects with nm):
+# - bottom, what liblms stands on: the real driver (real_driver.c) and glibc's dlsym beneath
+#   liblms's own (real_dlsym.c), the options, the log, and their helpers;
+# - middle, what it does: residency, swapping, the trace, the statistics, graphs, pointer
+#   arrays, launches' parameters, and fork.c, which takes the middle's locks around fork in the
+#   order they nest (the top registers it at start-up);
+# - top, how calls reach it: interpose.c (dlsym, cuGetProcAddress, and the start-up that loads
+#   the bottom and sets the middle going) and the wrappers of the entry points.
+# options_table.c is no part of the library: the options' documentation, built from options.c.
+LMS_LAYER_BOTTOM := real_dlsym real_driver options log quote output_file signals stack
+LMS_LAYER_MIDDLE := residency swap stats trace graphs pointer_arrays launch_scan fork
+LMS_LAYER_TOP    := interpose wrappers graph_wrappers nccl_wrappers queries
+LMS_OBJS := $(patsubst %,$(BUILD)/preload/%.o,$(LMS_LAYER_BOTTOM) $(LMS_LAYER_MIDDLE) $(LMS_LAYER_TOP))
 LIBLMS   := $(BUILD)/preload/liblms.so
 
 $(BUILD)/preload/%.o: ALL_CFLAGS += -fvisibility=hidden
@@ -14,8 +26,7 @@ $(LIBLMS): $(LMS_OBJS) $(BUILD)/policy/libpolicy.a preload/liblms.map
 # The documentation of the options (preload/options_table.c): the README's table, lms-run's
 # options, the man pages' entries.
 $(BUILD)/preload/lms-options-table: $(BUILD)/preload/options_table.o $(BUILD)/preload/options.o \
-    $(BUILD)/preload/log.o $(BUILD)/preload/trace.o $(BUILD)/preload/stack.o $(BUILD)/preload/signals.o \
-    $(BUILD)/preload/output_file.o $(BUILD)/preload/quote.o $(BUILD)/policy/libpolicy.a
+    $(BUILD)/preload/log.o $(BUILD)/preload/signals.o $(BUILD)/preload/quote.o $(BUILD)/policy/libpolicy.a
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
 $(BUILD)/preload/options.md: $(BUILD)/preload/lms-options-table
 	$< > $@
@@ -25,6 +36,15 @@ $(BUILD)/preload/options.tsv: $(BUILD)/preload/lms-options-table
 
 ALL_TARGETS += $(LIBLMS) $(BUILD)/preload/options.md $(BUILD)/preload/options.tsv
 INSTALL_LIB += $(LIBLMS)
+
+# The layers above, read from the built objects: the test gets the lists, bottom first.
+comma_list = $(subst $(eval) ,$(comma),$(strip $(1)))
+$(BUILD)/tests/preload_layers.t: tests/preload_layers.py preload/module.mk $(LMS_OBJS)
+	@mkdir -p $(@D)
+	printf '#!/bin/sh\nexec python3 "%s" "%s" bottom=%s middle=%s top=%s\n' "$(abspath $<)" \
+	  "$(abspath $(BUILD)/preload)" "$(call comma_list,$(LMS_LAYER_BOTTOM))" \
+	  "$(call comma_list,$(LMS_LAYER_MIDDLE))" "$(call comma_list,$(LMS_LAYER_TOP))" > $@ && chmod +x $@
+TESTS += $(BUILD)/tests/preload_layers.t
 
 # Tests on the simulated GPU: liblms.so is linked ahead of the simulator's libcuda.so.1,
 # so the program's driver calls reach liblms's wrappers as they would under LD_PRELOAD.

@@ -3,7 +3,7 @@
 #include "policy/policy.h"
 #include "preload/log.h"
 #include "preload/quote.h"
-#include "preload/trace.h"
+#include "preload/signals.h"
 
 #include <ctype.h>
 #include <signal.h>
@@ -114,11 +114,11 @@ static void parse_option(const option_spec *o, const char *text)
             bad_value(o->env, text, expected);
         break;
     case SIGNAL: {
-        int number = lms_trace_signal_number(text);
+        int number = lms_dump_signal_number(text);
         if (number < 0)
             bad_value(o->env, text,
                       "a signal name or number that may ask for a dump (e.g. USR1, SIGUSR2, 10), none that stops "
-                      "the program or reports a fault (" LMS_TRACE_REFUSED_SIGNALS ")");
+                      "the program or reports a fault (" LMS_DUMP_REFUSED_SIGNALS ")");
         o->value->value = (uint64_t)number;
         break;
     }

@@ -6,6 +6,7 @@
  * (to export it) stays the allocation's own: the residency manager keeps it resident. */
 #include "preload/hooks.h"
 #include "preload/log.h"
+#include "preload/real_driver.h"
 #include "preload/residency.h"
 
 /* Answers attr for a swappable allocation as the driver does for cuMemAlloc memory:

@@ -3,7 +3,7 @@
 
 #include "policy/policy.h"
 #include "preload/graphs.h"
-#include "preload/hooks.h"
+#include "preload/real_driver.h"
 #include "preload/log.h"
 #include "preload/stats.h"
 #include "preload/swap.h"

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define MAX_FNS 4
@@ -75,4 +77,29 @@ void lms_signals_forget(lms_signal_fn fn)
         if (current.sa_handler == on_signal) signal(s, SIG_DFL);
         ours[s] = false;
     }
+}
+
+int lms_dump_signal_number(const char *name)
+{
+    if (!name || !*name) return -1;
+    char *end;
+    long number = strtol(name, &end, 10);
+    if (*end != '\0') {
+        if (strncmp(name, "SIG", 3) == 0) name += 3;
+        number = -1;
+        for (int s = 1; s < NSIG; s++) {
+            const char *abbrev = sigabbrev_np(s);
+            if (abbrev && strcmp(abbrev, name) == 0) { number = s; break; }
+        }
+    }
+    /* A dump in place of a signal that stops the program would leave it unstoppable (TERM,
+     * INT: the dump is taken and the program goes on), and a fault's signal must keep its
+     * meaning. The list is LMS_DUMP_REFUSED_SIGNALS's. */
+    static const int refused[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ,
+                                   SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT, SIGKILL, SIGSTOP,
+                                   SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS };
+    if (number <= 0 || number >= NSIG) return -1;
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (number == refused[i]) return -1;
+    return (int)number;
 }

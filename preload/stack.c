@@ -1,6 +1,8 @@
 /* Call stacks: capture (libunwind, found at run time), interning, naming. */
 #include "preload/stack.h"
 
+#include "preload/real_dlsym.h"
+
 #include <dlfcn.h>
 #include <link.h>
 #include <execinfo.h>
@@ -67,7 +69,7 @@ static void find_unwinder(void)
     void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
 #endif
-    unwinder = lib ? (backtrace_fn)dlsym(lib, "unw_backtrace") : NULL;
+    unwinder = lib ? (backtrace_fn)lms_libc_dlsym(lib, "unw_backtrace") : NULL;
     if (!unwinder) unwinder = backtrace;
     dl_iterate_phdr(find_own_code, (void *)(uintptr_t)find_unwinder);
 }

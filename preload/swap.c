@@ -1,7 +1,7 @@
 #include "preload/swap.h"
 
 #include "preload/graphs.h"
-#include "preload/hooks.h"
+#include "preload/real_driver.h"
 #include "preload/log.h"
 #include "preload/stats.h"
 #include "preload/trace.h"

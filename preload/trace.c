@@ -11,12 +11,18 @@
 #include "preload/trace.h"
 
 #include "preload/output_file.h"
+#include "preload/real_dlsym.h"
 #include "preload/signals.h"
 #include "preload/stack.h"
 #include "preload/version.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+/* NVTX's loader finds its injection library's entry with dlsym: glibc's, as for the stacks,
+ * not interpose.c's, a layer above the trace (preload/module.mk). */
+#define dlsym(handle, name) lms_libc_dlsym(handle, name)
 #include <nvToolsExt.h>
+#undef dlsym
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -584,31 +590,6 @@ void lms_trace_dump_end(void)
 }
 
 /* ---- Opening. */
-
-int lms_trace_signal_number(const char *name)
-{
-    if (!name || !*name) return -1;
-    char *end;
-    long number = strtol(name, &end, 10);
-    if (*end != '\0') {
-        if (strncmp(name, "SIG", 3) == 0) name += 3;
-        number = -1;
-        for (int s = 1; s < NSIG; s++) {
-            const char *abbrev = sigabbrev_np(s);
-            if (abbrev && strcmp(abbrev, name) == 0) { number = s; break; }
-        }
-    }
-    /* A dump in place of a signal that stops the program would leave it unstoppable (TERM,
-     * INT: the dump is taken and the program goes on), and a fault's signal must keep its
-     * meaning. The list is LMS_TRACE_REFUSED_SIGNALS's. */
-    static const int refused[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ,
-                                   SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT, SIGKILL, SIGSTOP,
-                                   SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS };
-    if (number <= 0 || number >= NSIG) return -1;
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
-        if (number == refused[i]) return -1;
-    return (int)number;
-}
 
 /* Around fork, every lock of the writer is taken, in the order it nests them (a dump names
  * frames and stacks and writes events), so the child finds them free. liblms's other locks

@@ -37,7 +37,7 @@ typedef struct lms_trace_config {
     unsigned stack_depth;      /* LMS_TRACE_STACK_DEPTH: frames per allocation, 0 for none */
     bool record_uses;          /* LMS_TRACE_USES: record lms_trace_launch_uses */
     uint64_t max_bytes;        /* LMS_TRACE_MAX_MB in bytes; 0 for no limit */
-    int dump_signal;           /* LMS_DUMP_SIGNAL as a number (lms_trace_signal_number); 0: none */
+    int dump_signal;           /* LMS_DUMP_SIGNAL as a number (lms_dump_signal_number); 0: none */
     lms_trace_walk_fn walk_live; /* needed when dump_signal is set */
     void *walk_ctx;
     /* The settings of this run, recorded so that `lms-trace tune` can replay it. */
@@ -53,13 +53,6 @@ typedef struct lms_trace_config {
 int lms_trace_open(const lms_trace_config *cfg, char *err, size_t err_len);
 /* Writes the end event and closes the file; stops the dump thread. Safe to call twice. */
 void lms_trace_close(void);
-
-/* "USR1", "SIGUSR1" or "10" -> 10; -1 when it is not a signal a dump may use: none that stops
- * the program when a user, a terminal, a scheduler or the kernel sends it, and no fault's. */
-int lms_trace_signal_number(const char *name);
-#define LMS_TRACE_REFUSED_SIGNALS \
-    "HUP, INT, QUIT, TERM, PIPE, ALRM, XCPU, XFSZ, TSTP, TTIN, TTOU, CONT, KILL, STOP; faults: SEGV, BUS, FPE, " \
-    "ILL, ABRT, TRAP, SYS"
 
 uint64_t lms_trace_now_ns(void);
 

@@ -6,6 +6,7 @@
 #include "preload/graphs.h"
 #include "preload/hooks.h"
 #include "preload/pointer_arrays.h"
+#include "preload/real_driver.h"
 #include "preload/residency.h"
 
 /* ---- allocation ---- */

@@ -5,6 +5,7 @@
 #define LMS_PRELOAD_WRAPPERS_H
 
 #include "preload/hooks.h"
+#include "preload/real_driver.h"
 #include "preload/residency.h"
 
 /* The stream a call runs on, for its last-use events: stream 0 of a _ptds/_ptsz variant is

@@ -3,9 +3,10 @@
 reference workload (tests/fault_workload.c), with CUDA_ERROR_OUT_OF_MEMORY and with
 CUDA_ERROR_UNKNOWN, with host-located VMM on and off, on one device and on two.
 
-The entry points are those of liblms's real-driver table (preload/hooks.h). A fault-free run of
-each configuration counts their calls (the simulator's LMS_SIM_CALLS); then the workload runs
-once per (entry point, n, error, configuration) with LMS_SIM_FAIL=ENTRY:n:ERROR. Outcomes:
+The entry points are those of liblms's real-driver table (preload/hooks.h, real_driver.h). A
+fault-free run of each configuration counts their calls (the simulator's LMS_SIM_CALLS); then the
+workload runs once per (entry point, n, error, configuration) with LMS_SIM_FAIL=ENTRY:n:ERROR.
+Outcomes:
 
   recovered     the fault was injected, no program call saw an error, all data right
   clean error   exactly one program call returned an error, its retry worked, all data right
@@ -54,9 +55,12 @@ def base_name(symbol):
 
 
 def liblms_entry_points():
-    """Every driver entry point in liblms's real-driver table, by base name."""
-    with open(os.path.join(source, "preload", "hooks.h")) as f:
-        text = f.read()
+    """Every driver entry point in liblms's real-driver table, by base name: the hooks and the
+    driver functions liblms calls itself."""
+    text = ""
+    for header in ("hooks.h", "real_driver.h"):
+        with open(os.path.join(source, "preload", header)) as f:
+            text += f.read()
     names = set(re.findall(r"LMS_HOOK_TWIN\(X, (cu\w+),", text))
     names |= set(re.findall(r"\bX\((cu\w+)[,)]", text))
     if "get_proc_address_v1" in text:

@@ -12,6 +12,7 @@
  *   free A, B, C, s
  * with counters after each change. --die-by kills the process by that signal before closing.
  * --dump-signal installs the dump, raises the signal and waits until the dump is written. */
+#include "preload/signals.h"
 #include "preload/trace.h"
 
 #include <pthread.h>
@@ -165,7 +166,7 @@ int main(int argc, char **argv)
             i++;
         }
         else if (strcmp(argv[i], "--dump-signal") == 0) {
-            cfg.dump_signal = lms_trace_signal_number(value);
+            cfg.dump_signal = lms_dump_signal_number(value);
             if (cfg.dump_signal < 0) { fprintf(stderr, "trace_workload: bad signal '%s'\n", value); return 2; }
             i++;
         } else { fprintf(stderr, "trace_workload: unknown option %s\n", argv[i]); return 2; }

@@ -1,7 +1,7 @@
 # Trace tools: lms-trace (reads the traces liblms writes) and lms-run (runs a program under
 # liblms). The trace writer itself (preload/trace.c, preload/stack.c) is linked into liblms.so
 # by preload/module.mk; here it is linked into the test workload that writes scripted traces.
-TRACE_OBJS := $(addprefix $(BUILD)/preload/,trace.o stack.o signals.o output_file.o quote.o)
+TRACE_OBJS := $(addprefix $(BUILD)/preload/,trace.o stack.o real_dlsym.o signals.o output_file.o quote.o)
 
 LMS_TRACE_OBJS := $(addprefix $(BUILD)/tools/,lms-trace.o json.o trace_read.o symbols.o summary.o plot.o \
                     memviz.o pickle.o tune.o)
