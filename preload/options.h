@@ -44,10 +44,12 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "or `json`")                                                                             \
     X(STATS_FILE, PATH, 0, "", NULL,                                                           \
       "File the statistics go to instead of stderr (a table unless `LMS_STATS=json`); `%p` "   \
-      "becomes the process id; an existing file is never overwritten")                         \
+      "becomes the process id, `%r` the launcher's rank (nothing without one); an existing "   \
+      "file is never overwritten")                                                             \
     X(TRACE, PATH, 0, "", NULL,                                                                \
-      "Chrome-trace JSON file to write (read by lms-trace); `%p` becomes the process id; an "  \
-      "existing file is never overwritten")                                                    \
+      "Chrome-trace JSON file to write (read by lms-trace); `%p` becomes the process id, "     \
+      "`%r` the launcher's rank (nothing without one); an existing file is never "             \
+      "overwritten")                                                                           \
     X(TRACE_STACK_DEPTH, COUNT, 64, "8", NULL,                                                 \
       "Call-stack frames recorded per allocation in the trace and the dump; 0 for none")      \
     X(TRACE_USES, ENUM, 0, "0", lms_flag_names,                                                \

@@ -95,8 +95,10 @@ static struct {
     pid_t pid;                     /* the process that started (0 before lms_stats_start): a
                                       forked child prints nothing */
     uint64_t start_ns;
+    int rank;                      /* the launcher's, -1 without one: the ranks of a job tell
+                                      their figures apart by it */
     _Atomic bool printed;
-} P = { .fd = STDERR_FILENO };
+} P = { .fd = STDERR_FILENO, .rank = -1 };
 
 typedef struct text {
     char buffer[1024];
@@ -166,8 +168,10 @@ static const char *bandwidth(uint64_t bytes, uint64_t ns, char *buf, size_t size
 
 static void print_json(text *t, uint64_t evictions)
 {
-    add(t, "{\"liblms\":{\"version\":\"%s\",\"allocations\":%llu,\"out_of_memory\":%llu,\"devices\":[",
-        LMS_VERSION, (unsigned long long)S.allocations, (unsigned long long)S.ooms);
+    add(t, "{\"liblms\":{\"version\":\"%s\",", LMS_VERSION);
+    if (P.rank >= 0) add(t, "\"rank\":%d,", P.rank);
+    add(t, "\"allocations\":%llu,\"out_of_memory\":%llu,\"devices\":[", (unsigned long long)S.allocations,
+        (unsigned long long)S.ooms);
     for (int d = 0, first = 1; d < LMS_MAX_DEVICES; d++)
         if (S.soft_limit[d]) {
             add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu}", first ? "" : ",", d,
@@ -190,7 +194,8 @@ static void print_json(text *t, uint64_t evictions)
 static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
 {
     char a[32], b[32], c[32];
-    add(t, "liblms %s statistics, run time %s\n", LMS_VERSION, seconds(run_ns, a, sizeof a));
+    if (P.rank >= 0) snprintf(b, sizeof b, ", rank %d", P.rank);
+    add(t, "liblms %s statistics%s, run time %s\n", LMS_VERSION, P.rank >= 0 ? b : "", seconds(run_ns, a, sizeof a));
     add(t, "  %-28s %10llu\n", "allocations", (unsigned long long)S.allocations);
     add(t, "  %-28s %10llu\n", "out-of-memory errors", (unsigned long long)S.ooms);
     for (int d = 0; d < LMS_MAX_DEVICES; d++)
@@ -240,6 +245,7 @@ void lms_stats_start(void)
 {
     P.pid = getpid();
     P.start_ns = lms_stats_now();
+    P.rank = lms_launcher_rank();
     if (!printing()) return;
     if (lms_opt.STATS_FILE.text) {
         char err[1024];

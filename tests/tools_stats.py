@@ -2,7 +2,8 @@
 """liblms's statistics and start-up echo as users read them, through LD_PRELOAD over the
 simulated GPU: the table's column headers, bandwidth, stalls as a share of the run and the
 version; statistics when the process is killed by SIGTERM or SIGINT (which still kills it);
-LMS_STATS_FILE with %p, never over an existing file; options echoed in the unit of their
+LMS_STATS_FILE with %p, never over an existing file; the rank a launcher gave the process, in
+the statistics and as %r in the file's name; options echoed in the unit of their
 name."""
 import json
 import os
@@ -19,7 +20,7 @@ LIBLMS = os.path.join(BUILD, "preload", "liblms.so")
 WORKLOAD = os.path.join(BUILD, "tests", "lms_workload")
 VERSION = re.search(r'LMS_VERSION "(.*)"', open(os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "preload",
                                                               "version.h")).read())[1]
-plan(16)
+plan(18)
 tmp = scratch()
 preload = [LIBLMS]
 if os.environ.get("SANITIZE") in ("address", "thread"):
@@ -81,8 +82,21 @@ ok(p.returncode == 2 and "LMS_STATS_FILE" in p.stderr and "never overwritten" in
 p = subprocess.run(["/bin/true"], env=environment(LMS_STATS_FILE=os.path.join(tmp, "j-%p.json"), LMS_STATS="json"),
                    capture_output=True, text=True, timeout=60)
 written = [n for n in os.listdir(tmp) if n.startswith("j-")]
-ok(p.returncode == 0 and written and json.load(open(os.path.join(tmp, written[0])))["liblms"]["version"] == VERSION,
-   "LMS_STATS=json into the file at exit", (p.stderr, written))
+stats = json.load(open(os.path.join(tmp, written[0])))["liblms"] if written else {}
+ok(p.returncode == 0 and stats.get("version") == VERSION and "rank" not in stats,
+   "LMS_STATS=json into the file at exit; no rank without a launcher", (p.stderr, written))
+
+# Ranks of one job: each file named by its rank (%r), the statistics naming it, so that ranks
+# neither overwrite nor mix up each other's figures. Slurm's and PMI's variables, as mpirun's.
+for variable, rank in (("OMPI_COMM_WORLD_RANK", "3"), ("SLURM_PROCID", "5")):
+    subprocess.run(["/bin/true"], env=environment(LMS_STATS_FILE=os.path.join(tmp, "rank-%r.json"), LMS_STATS="json",
+                                                  **{variable: rank}), capture_output=True, text=True, timeout=60)
+ranked = {n: json.load(open(os.path.join(tmp, n)))["liblms"].get("rank") for n in os.listdir(tmp) if n.startswith("rank-")}
+is_equal(ranked, {"rank-3.json": 3, "rank-5.json": 5}, "%r names each rank's file, and its JSON the rank")
+p = subprocess.run(["/bin/true"], env=environment(LMS_STATS="table", PMI_RANK="2"), capture_output=True, text=True,
+                   timeout=60)
+ok(re.search(rf"^liblms {re.escape(VERSION)} statistics, rank 2, run time ", p.stderr, re.M),
+   "the table's header names the rank", p.stderr)
 
 # The options echoed at start-up, each in the unit of its name.
 p = subprocess.run(["/bin/true"], env=environment(LMS_LOG_LEVEL="1", LMS_THRESHOLD_KB="4K", LMS_TRACE_MAX_MB="2G"),
