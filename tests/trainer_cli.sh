@@ -30,7 +30,7 @@ expect_error "unknown model 'nosuch'" train --model nosuch --cpu
 expect_error "--batch: expected an integer from 1 to 2147483647, got '0'" train --model lenet --batch 0 --cpu
 expect_error "--batch: expected an integer from 1 to 2147483647, got '3000000000'" info --model lenet --batch 3000000000
 expect_error "--iters: expected an integer" train --model lenet --iters many --cpu
-expect_error "several GPUs" train --model lenet --gpu 0,1
+expect_error "--gpu 0,0: device 0 is listed twice" train --model lenet --gpu 0,0
 expect_error "--cudnn-batch: expected an integer from 1 to 2147483647, got '0'" train --model lenet --cudnn-batch 0 --cpu
 expect_error "--lr-policy bogus" train --model lenet --lr-policy bogus --cpu
 expect_error "--lr-policy step needs --stepsize" train --model lenet --lr-policy step --cpu

@@ -3,8 +3,10 @@
 # 2 and 4 CPU ranks print the losses of one rank with the combined batch (relative difference
 # below 1e-5, the sums being taken in another order); a run of 2 ranks resumed from rank 0's
 # snapshot repeats the uninterrupted one; 2 simulated ranks under liblms, swapping at 4x
-# oversubscription, print the CPU ranks' losses; more ranks than a node's GPUs is refused in
-# one line; a rank that fails, or is killed, ends the whole job with a message naming it and
+# oversubscription, print the CPU ranks' losses, and so do the 2 that --sim --gpu 0,1 starts
+# by itself; those ranks' liblms statistics name them and show peaks that agree, as info's
+# figures per rank do; bad --gpu lists, and more ranks than a node's GPUs, are refused in one
+# line; a rank that fails, or is killed, ends the whole job with a message naming it and
 # leaves no process behind. Skips where there is no mpirun, or where the trainer was built
 # without MPI.
 set -u
@@ -108,6 +110,54 @@ swapping=$(grep -c '"swapped_out":{"count":[1-9][0-9]*,.*"swapped_in":{"count":[
 report $? "2 simulated ranks under liblms, each cache at 1/4 of the peak demand ($kib KiB): the CPU ranks' losses and snapshot; $swapping of 2 swapped both ways"
 [ ! -s sim.log ]
 report $? "they made no call the simulated GPU does not support (LMS_SIM_LOG is empty)"
+
+# --gpu 0,1 starts the 2 ranks itself, a simulated GPU each, under the liblms it was started
+# with (mpirun passes LD_PRELOAD on): the mpirun ranks' losses and snapshot. mpirun's settings
+# come from the environment, as a user's would.
+mca="OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_mpi_yield_when_idle=1"
+env $mca LD_PRELOAD="$preload" LMS_EXCLUDE_MB=$((capacity_mb * 1024 - kib))K \
+    "$trainer" train $flags --sim --batch 4 --gpu 0,1 --snapshot-prefix spawned 2>spawned.log
+status=$?
+losses spawned.log >spawned.txt
+[ $status -eq 0 ] && cmp -s ranks2.txt spawned.txt && cmp -s ranks2_iter_$iterations.snap spawned_iter_$iterations.snap
+report $? "--sim --gpu 0,1 under liblms starts 2 ranks itself: the mpirun ranks' losses and snapshot (exit $status)"
+
+# Balance: each rank's statistics name it, and no rank demanded more than another at its peak
+# (1 % of slack): none holds the others' outputs, as DataParallel's GPU 0 did. info's planned
+# figures per rank agree too, and with one rank's at that batch.
+peaks=$(sed -n 's/.*"rank":\([0-9]*\),.*"peak_demanded":\([0-9]*\).*/\1 \2/p' spawned.log | sort -n | tr '\n' ' ')
+echo "$peaks" | awk '{ for (i = 1; i < NF; i += 2) { seen[$i] = 1; p[++n] = $(i + 1) } }
+    END { lo = p[1]; hi = p[1]; for (i = 2; i <= n; i++) { if (p[i] < lo) lo = p[i]; if (p[i] > hi) hi = p[i] }
+          exit !(n == 2 && (0 in seen) && (1 in seen) && lo > 0 && hi - lo <= hi / 100) }'
+report $? "the 2 ranks' liblms statistics name them, their peaks demanded within 1 % (rank, bytes: $peaks)"
+one=$("$trainer" info --model lenet --batch 4 | sed -n 's/^  total: *\([0-9]*\) bytes.*/\1/p')
+env $mca "$trainer" info --model lenet --batch 4 --sim --gpu 0,1 >info2.txt 2>info2.log
+status=$?
+planned=$(sed -n 's/^  rank \([0-9]*\): \([0-9]*\) bytes.*/\1 \2/p' info2.txt | tr '\n' ' ')
+[ $status -eq 0 ] && [ "$planned" = "0 $one 1 $one " ] && [ "$(grep -c '^Model lenet' info2.txt)" -eq 1 ]
+report $? "info of 2 ranks: rank 0 prints the net once and each rank's planned device memory, one rank's ($planned)"
+
+# Bad lists: exit 2 and one line naming --gpu, before any rank starts; a list under a launcher
+# too, from rank 0 alone.
+bad=
+for list in 0,0 -1,1 0,x 0, 1,,2; do
+    "$trainer" train $flags --sim --gpu "$list" >bad.out 2>bad.log
+    [ $? -eq 2 ] && [ "$(wc -l <bad.log)" -eq 1 ] && grep -q -- '^lms-trainer: error: --gpu' bad.log || bad="$bad $list"
+done
+for args in "--sim --gpu all" "--gpu 0,99" "--cpu --gpu 0,1"; do
+    "$trainer" train $flags $args >bad.out 2>bad.log
+    [ $? -eq 2 ] && [ "$(wc -l <bad.log)" -eq 1 ] && grep -q -- '^lms-trainer: error: --gpu' bad.log || bad="$bad '$args'"
+done
+ranks 2 "$trainer" train $flags --sim --gpu 0,1 >bad.out 2>bad.log
+[ $? -eq 2 ] && [ "$(grep -c 'trainer' bad.log)" -eq 1 ] && grep -q '^lms-trainer: error: --gpu: a list' bad.log ||
+    bad="$bad 'under mpirun'"
+if [ "$(id -u)" -eq 0 ]; then
+    env -u OMPI_ALLOW_RUN_AS_ROOT "$trainer" train $flags --sim --gpu 0,1 >bad.out 2>bad.log
+    [ $? -eq 2 ] && [ "$(wc -l <bad.log)" -eq 1 ] && grep -q 'mpirun refuses to start ranks as root' bad.log ||
+        bad="$bad 'root without OMPI_ALLOW_RUN_AS_ROOT'"
+fi
+[ -z "$bad" ]
+report $? "bad --gpu lists get exit 2 and one line naming --gpu (failed:${bad:- none})"
 
 # Rank 1's simulated GPU is too small for the net: it says so, prefixed with its rank, and
 # ends the job.

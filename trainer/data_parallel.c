@@ -105,6 +105,13 @@ void dp_backward(Net *net)
         average_on_host(net);
 }
 
+/* A sum of values that are zero but in their own rank's slot. */
+void dp_gather(double value, double *all)
+{
+    for (int r = 0; r < ranks_count(); r++) all[r] = r == ranks_rank() ? value : 0;
+    ranks_sum_doubles(all, (size_t)ranks_count());
+}
+
 void dp_average(double *values, int n)
 {
     if (ranks_count() == 1) return;

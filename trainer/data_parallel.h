@@ -30,6 +30,8 @@ void dp_backward(Net *net);
  * -1, with the reason in err, on every rank when any node has more ranks than that view has
  * devices. */
 int dp_device(int requested, int visible, char *err, size_t errlen);
+/* Every rank's value, in every rank: rank r's in all[r], of ranks_count() (collective). */
+void dp_gather(double value, double *all);
 /* Each value, averaged over the ranks. */
 void dp_average(double *values, int n);
 

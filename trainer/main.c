@@ -8,6 +8,7 @@
 #include "trainer/ranks.h"
 #include "trainer/run.h"
 #include "trainer/sim_backend.h"
+#include "trainer/spawn.h"
 
 #include <stdio.h>
 
@@ -15,16 +16,26 @@ int main(int argc, char **argv)
 {
     Config cfg;
     char err[1024];
+    spawn_take_device();
     int parsed = options_parse(argc, argv, &cfg, err, sizeof err);
     if (parsed > 0) return 0;
     if (parsed < 0) {
         fprintf(stderr, "lms-trainer: error: %s\n", err);
         return 2;
     }
-    /* --sim may re-execute the trainer: before MPI starts, which an exec would break. */
-    if ((cfg.sim && sim_backend_prepare(argv, err, sizeof err)) || ranks_start(&argc, &argv, err, sizeof err)) {
+    /* Ranks to start: before --sim's re-execution, which each rank makes for itself. --sim may
+     * re-execute the trainer: before MPI starts, which an exec would break. */
+    if ((!ranks_announced() && cfg.ngpus != 1 &&
+         spawn_ranks(&cfg, cfg.sim ? -1 : gpu_backend_device_count(), argv, err, sizeof err)) ||
+        (cfg.sim && sim_backend_prepare(argv, err, sizeof err)) || ranks_start(&argc, &argv, err, sizeof err)) {
         fprintf(stderr, "lms-trainer: error: %s\n", err);
         return 2;
+    }
+    if (cfg.ngpus != 1) {
+        if (!ranks_rank())
+            fprintf(stderr, "lms-trainer: error: --gpu: a list, or all, starts the ranks itself; under mpirun or srun "
+                            "give one device (a node's rank r takes --gpu + r)\n");
+        return ranks_finish(2);
     }
     if (ranks_count() > 1) log_set_rank(ranks_rank());
     Net *net = model_build(cfg.model, cfg.batch, &cfg.model_options);

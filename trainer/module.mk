@@ -24,7 +24,7 @@ TRAINER_CUDA_LIBS := -L$(CUDA_HOME)/lib64 $(if $(CUDNN_LIB),-L$(CUDNN_LIB)) -lcu
 $(TRAINER_GPU_OBJ): CPPFLAGS += $(if $(CUDNN_INC),-I$(CUDNN_INC))
 
 $(BUILD)/trainer/lms-trainer: $(BUILD)/trainer/main.o $(TRAINER_CPU_OBJ) $(TRAINER_GPU_OBJ) $(TRAINER_SIM_OBJ) \
-    $(BUILD)/trainer/ranks.o $(BUILD)/trainer/nccl_gradients.o
+    $(BUILD)/trainer/ranks.o $(BUILD)/trainer/nccl_gradients.o $(BUILD)/trainer/spawn.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(TRAINER_CUDA_LIBS) $(if $(TRAINER_MPICC),$$($(TRAINER_MPICC) --showme:link)) \
 	    -ldl -lstdc++
 

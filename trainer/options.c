@@ -49,7 +49,10 @@ static const OptionInfo option_table[] = {
     {"weights", OPT_WEIGHTS, "FILE", "test: the snapshot to evaluate"},
     {"cpu", OPT_CPU, NULL, "run on the CPU reference layers (slow; no GPU needed)"},
     {"sim", OPT_SIM, NULL, "run the GPU's driver calls on the simulated GPU (sim/; no GPU needed)"},
-    {"gpu", OPT_GPU, "N", "run on CUDA device N (default 0), or simulated device N with --sim"},
+    {"gpu", OPT_GPU, "N|N,N,...|all",
+     "run on CUDA device N (default 0), or simulated device N with --sim; a list, or all the node's "
+     "devices, starts one rank per device under mpirun, each seeing its own (with --sim, a simulated "
+     "GPU each)"},
     {"deterministic", OPT_DETERMINISTIC, NULL, "GPU: only deterministic cuDNN algorithms"},
     {"strict-fp32", OPT_STRICT_FP32, NULL, "GPU: no TF32 tensor-core math in convolutions and products"},
     {"workspace-limit", OPT_WORKSPACE, "MIB",
@@ -148,6 +151,37 @@ static void parse_stepvalues(Parser *p, const char *arg, SolverConfig *s)
     free(copy);
 }
 
+/* --gpu: one device, a list of distinct ones, or all (counted when ranks start). */
+static void parse_gpus(Parser *p, const char *arg, Config *cfg)
+{
+    cfg->ngpus = 1;
+    if (!strcmp(arg, "all")) {
+        cfg->ngpus = 0;
+        if (cfg->sim)
+            error(p, "--gpu all: every --sim rank simulates a GPU of its own, so there are none to count; list them "
+                     "(--gpu 0,1 for 2 ranks)");
+    } else if (strchr(arg, ',')) {
+        cfg->ngpus = 0;
+        for (const char *tok = arg; !p->failed; tok++) {
+            size_t len = strcspn(tok, ",");
+            char number[32];
+            snprintf(number, sizeof number, "%.*s", (int)(len < sizeof number ? len : sizeof number - 1), tok);
+            int device = (int)parse_long_range(p, "gpu", number, 0, INT_MAX);
+            for (int i = 0; i < cfg->ngpus && !p->failed; i++)
+                if (cfg->gpus[i] == device) error(p, "--gpu %s: device %d is listed twice", arg, device);
+            if (cfg->ngpus == CONFIG_MAX_GPUS) error(p, "--gpu %s: at most %d devices", arg, CONFIG_MAX_GPUS);
+            if (!p->failed) cfg->gpus[cfg->ngpus++] = device;
+            tok += len;
+            if (!*tok) break;
+        }
+    } else {
+        cfg->gpus[0] = parse_int(p, "gpu", arg, 0);
+    }
+    cfg->gpu = cfg->gpus[0];
+    if (cfg->cpu && cfg->ngpus != 1)
+        error(p, "--gpu %s: --cpu runs on no GPU; start CPU ranks with mpirun -np N", arg);
+}
+
 static int parse_command(const char *word, Command *cmd)
 {
     static const char *const names[] = {[CMD_TRAIN] = "train", [CMD_TEST] = "test", [CMD_TIME] = "time",
@@ -193,10 +227,7 @@ static void apply(Parser *p, Config *cfg, const Given *g)
     if (GIVEN(OPT_CPU)) cfg->cpu = 1;
     if (GIVEN(OPT_SIM)) cfg->sim = 1;
     if (cfg->cpu && cfg->sim) error(p, "--cpu and --sim exclude each other: pick one backend");
-    if (GIVEN(OPT_GPU)) {
-        if (strchr(v, ',')) error(p, "--gpu %s: training on several GPUs is not supported; give one device number", v);
-        cfg->gpu = parse_int(p, "gpu", v, 0);
-    }
+    if (GIVEN(OPT_GPU)) parse_gpus(p, v, cfg);
     if (GIVEN(OPT_DETERMINISTIC)) cfg->gpu_options.deterministic = 1;
     if (GIVEN(OPT_STRICT_FP32)) cfg->gpu_options.strict_fp32 = 1;
     if (GIVEN(OPT_WORKSPACE)) cfg->gpu_options.workspace_limit = (size_t)parse_long(p, "workspace-limit", v, 0) << 20;
@@ -283,6 +314,7 @@ int options_parse(int argc, char **argv, Config *cfg, char *err, size_t errlen)
     cfg->time_iterations = 50;
     cfg->snapshot_prefix = cfg->model->name;
     cfg->model_options = (ModelOptions){.unet_size = 64, .unet_loss = LAYER_DICE_LOSS};
+    cfg->ngpus = 1;
     apply(&p, cfg, &given);
     return p.failed ? -1 : 0;
 }

@@ -9,6 +9,8 @@
 #include "trainer/models.h"
 #include "trainer/solver.h"
 
+#define CONFIG_MAX_GPUS 64
+
 typedef enum Command { CMD_TRAIN, CMD_TEST, CMD_TIME, CMD_INFO } Command;
 
 typedef struct Config {
@@ -20,6 +22,9 @@ typedef struct Config {
     const char *data;         /* "synthetic", "cifar10:DIR", "mnist:DIR" */
     uint64_t seed;
     int cpu, sim, gpu;        /* backend: CPU, simulated GPU, else GPU number gpu */
+    /* --gpu N,M,... or all: one rank per device, started by the trainer itself (spawn.h);
+     * gpu is the list's first. ngpus is 0 for all, whose count is the node's. */
+    int gpus[CONFIG_MAX_GPUS], ngpus;
     GpuOptions gpu_options;
     const char *snapshot_prefix;
     const char *resume;       /* train: snapshot to continue from */

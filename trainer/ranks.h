@@ -2,8 +2,8 @@
  * or srun. MPI stays behind this interface (ranks_mpi.c); a trainer built without MPI runs as
  * a single rank (ranks_single.c) and refuses to be one of several.
  *
- * Every call but ranks_rank, ranks_count, ranks_local_* and ranks_fail is collective: every
- * rank makes it, in the same order. */
+ * Every call but ranks_rank, ranks_count, ranks_local_*, ranks_built_with_mpi and ranks_fail is
+ * collective: every rank makes it, in the same order. */
 #ifndef TRAINER_RANKS_H
 #define TRAINER_RANKS_H
 
@@ -26,6 +26,9 @@ void ranks_broadcast(void *buf, size_t bytes);
 /* Replaces each element by its sum over the ranks. */
 void ranks_sum_floats(float *buf, size_t count);
 void ranks_sum_doubles(double *buf, size_t count);
+
+/* Whether this trainer can be one of several ranks (it was built with MPI). */
+int ranks_built_with_mpi(void);
 
 /* Every rank ends the job with the same status; returns it. */
 int ranks_finish(int status);

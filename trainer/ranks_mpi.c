@@ -72,6 +72,8 @@ void ranks_sum_doubles(double *buf, size_t n)
     sum(buf, n, sizeof *buf, MPI_DOUBLE);
 }
 
+int ranks_built_with_mpi(void) { return 1; }
+
 int ranks_finish(int status)
 {
     if (started) {

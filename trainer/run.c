@@ -316,14 +316,32 @@ static int beyond_any_machine(const Config *cfg, const Net *net)
     char fits[64] = "not even one sample fits";
     if (per_image <= LARGEST_MACHINE_BYTES)
         snprintf(fits, sizeof fits, "batch %zu at most fits", LARGEST_MACHINE_BYTES / per_image);
-    fprintf(stderr, "lms-trainer: error: --batch %d: %s would need more than 64 TiB, more than any GPU and its host's "
-            "memory hold together (%s)\n", net->batch, net->model, fits);
+    if (!ranks_rank()) /* the same in every rank */
+        fprintf(stderr, "lms-trainer: error: --batch %d: %s would need more than 64 TiB, more than any GPU and its "
+                        "host's memory hold together (%s)\n", net->batch, net->model, fits);
     return 1;
 }
 
-int run_info(const Config *cfg, const Net *net, FILE *out)
+/* The device memory each rank plans for, gathered on rank 0: equal, since every rank holds
+ * the whole net at its own batch and none holds more (no DataParallel gathering on one). */
+static void print_rank_memory(size_t total, FILE *out)
 {
-    if (beyond_any_machine(cfg, net)) return 2;
+    double *per_rank = calloc((size_t)ranks_count(), sizeof *per_rank);
+    if (!per_rank) {
+        fprintf(stderr, "lms-trainer: error: out of host memory\n");
+        ranks_fail(1);
+    }
+    dp_gather((double)total, per_rank);
+    if (!ranks_rank()) {
+        fprintf(out, "Device memory per rank, %d ranks (each its own share of every global batch):\n", ranks_count());
+        for (int r = 0; r < ranks_count(); r++)
+            fprintf(out, "  rank %d: %.0f bytes (%.1f MiB)\n", r, per_rank[r], mib((size_t)per_rank[r]));
+    }
+    free(per_rank);
+}
+
+static void print_net(const Config *cfg, const Net *net, NetMemory m, size_t total, FILE *out)
+{
     const Tensor *in = &net->tensors[net->input];
     fprintf(out, "Model %s: %s\n", net->model, cfg->model->description);
     fprintf(out, "Batch %d, input %dx%dx%dx%d\n\n", net->batch, in->c, in->d, in->h, in->w);
@@ -337,8 +355,6 @@ int run_info(const Config *cfg, const Net *net, FILE *out)
         fprintf(out, "%-14s %-16s %-22s %12zu %10.2f%s\n", l->name, layer_type_name(l->type), shape, params,
                 mib(tensor_count(t) * sizeof(float)), l->top == l->bottom[0] ? " (in place)" : "");
     }
-    NetMemory m = net_memory(net);
-    size_t total = m.activations + m.params + m.gradients + m.history;
     fprintf(out, "\nParameters: %zu\n", net_param_count(net));
     fprintf(out, "Device memory for batch %d, one cudaMalloc per tensor (%zu allocations):\n", net->batch, m.count);
     fprintf(out, "  activations: %zu bytes (%.1f MiB)  data, diff and layer buffers\n", m.activations, mib(m.activations));
@@ -348,5 +364,14 @@ int run_info(const Config *cfg, const Net *net, FILE *out)
     fprintf(out, "  total:       %zu bytes (%.1f MiB)\n", total, mib(total));
     fprintf(out, "  plus the cuDNN workspace (chosen at setup, at most %.0f MiB), the data set (kept on the\n"
                  "  device as bytes) and the CUDA context\n", mib(cfg->gpu_options.workspace_limit));
+}
+
+int run_info(const Config *cfg, const Net *net, FILE *out)
+{
+    if (beyond_any_machine(cfg, net)) return 2;
+    NetMemory m = net_memory(net);
+    size_t total = m.activations + m.params + m.gradients + m.history;
+    if (!ranks_rank()) print_net(cfg, net, m, total, out);
+    if (ranks_count() > 1) print_rank_memory(total, out);
     return 0;
 }
