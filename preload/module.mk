@@ -114,3 +114,13 @@ $(BUILD)/tests/lms_gpu.t: tests/lms_gpu.sh $(BUILD)/tests/lms_gpu_check $(LIBLMS
 	cp $< $@ && chmod +x $@
 
 GPU_TESTS += $(BUILD)/tests/lms_gpu.t
+
+# The real NCCL on the real GPU (make check-gpu): tests/lms_nccl_gpu.sh runs each case of
+# lms_nccl_gpu_check under LD_PRELOAD. It loads NCCL itself, so it builds without NCCL; it links
+# the driver's stub, the driver itself being found when it runs.
+$(BUILD)/tests/lms_nccl_gpu_check: $(BUILD)/tests/lms_nccl_gpu.o
+	$(CC) $(LDFLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+$(BUILD)/tests/lms_nccl_gpu.t: tests/lms_nccl_gpu.sh $(BUILD)/tests/lms_nccl_gpu_check $(LIBLMS)
+	cp $< $@ && chmod +x $@
+
+GPU_TESTS += $(BUILD)/tests/lms_nccl_gpu.t

@@ -1,5 +1,6 @@
 /* The part of nccl.h (NCCL 2, its ABI: cudaStream_t is CUstream) that tests/fake_nccl.c
- * implements and tests/lms_nccl.c calls, declared here so that both build without NCCL. */
+ * implements and tests/lms_nccl.c calls, and tests/lms_nccl_gpu.c looks up in the real NCCL,
+ * declared here so that they build without NCCL. */
 #ifndef LMS_TESTS_FAKE_NCCL_H
 #define LMS_TESTS_FAKE_NCCL_H
 
