@@ -4,7 +4,10 @@
 # and of the CPU; the algorithm search allocates no copies of the data; under liblms with a
 # cache smaller than the SGD update of alexnet's fc6 (three 144 MiB buffers), the run either
 # ends with the weights of a run without liblms or stops naming the launch it was refused,
-# never silently wrong. Runs are --strict-fp32 --deterministic, so that they repeat exactly.
+# never silently wrong; with 2 GPUs, the 2 ranks --gpu 0,1 starts average their gradients with
+# NCCL, under liblms too, and print the losses of one rank at their combined batch (skipped,
+# saying why, with fewer GPUs or without MPI). Runs are --strict-fp32 --deterministic, so that
+# they repeat exactly.
 set -u
 . "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 
@@ -16,7 +19,7 @@ if grep -q "no CUDA GPU available" probe.log; then
     echo "1..0 # SKIP $(sed -n 's/^lms-trainer: error: //p' probe.log | head -n 1)"
     exit 0
 fi
-echo "1..6"
+echo "1..8"
 liblms=$LMS_BUILD_DIR/preload/liblms.so
 
 # "ITER LOSS" for every displayed iteration of a log.
@@ -79,5 +82,46 @@ else
     [ $status -eq 1 ] && grep -q "^lms-trainer: CUDA error out of memory launching [a-z_]*kernel" cached.log
 fi
 report $? "alexnet under a 400 MiB cache: the weights of the run alone, or a refused launch named (exit $status, $(grep -o 'launching [a-z_]*' cached.log || echo 'none refused'))"
+
+# Two ranks that --gpu 0,1 starts (trainer/spawn.c), a GPU each, averaging their gradients with
+# NCCL: cifar10_quick at batch 256 each gives the losses of one rank at batch 512, alone and
+# under liblms with each rank's cache at half of what a rank of theirs demands at its peak
+# (NCCL's buffers included: measured on 2 ranks). Where the trainer cannot start them (one GPU
+# visible, no MPI), both tests skip with its reason.
+if [ "$(id -u)" -eq 0 ]; then # mpirun refuses root unless told
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+fi
+"$trainer" info --model lenet --gpu 0,1 >ranks_probe.txt 2>&1
+unable=$(sed -n 's/^lms-trainer: error: \(.*\(is not visible\|built without MPI\|cannot start Open MPI\).*\)/\1/p' \
+    ranks_probe.txt | head -n 1)
+if [ -n "$unable" ]; then
+    for i in 1 2; do
+        n=$((n + 1))
+        echo "ok $n # SKIP 2 ranks on 2 GPUs: $unable"
+    done
+else
+    # A small cuDNN workspace: the cache is for the net's tensors.
+    quick="--model cifar10_quick --iters 10 --workspace-limit 16 $gpu"
+    # Without NCCL the ranks would still agree, through host memory: its warning fails the tests.
+    nccl_used() { ! grep -q 'the gradients go through host memory' "$1"; }
+    train one_rank.log $quick --gpu 0 --batch 512 --snapshot-prefix one_rank
+    train nccl.log $quick --gpu 0,1 --batch 256 --snapshot-prefix nccl &&
+        close one_rank.log nccl.log && nccl_used nccl.log
+    report $? "2 ranks on GPUs 0 and 1 averaging with NCCL at batch 256: the losses of one rank at batch 512"
+
+    LD_PRELOAD=$liblms LMS_THRESHOLD_KB=16 LMS_STATS=json "$trainer" train $quick --gpu 0,1 --batch 256 --iters 1 \
+        --display 0 --test-interval 0 --snapshot-prefix peak 2>peak.log
+    peak=$(sed -n 's/.*"peak_demanded":\([0-9]*\).*/\1/p' peak.log | sort -n | tail -n 1)
+    kib=$((${peak:-0} / 2 / 1024))
+    LD_PRELOAD=$liblms LMS_THRESHOLD_KB=16 LMS_STATS=json LMS_EXCLUDE_MB=$((total * 1024 - kib))K \
+        train nccl_lms.log $quick --gpu 0,1 --batch 256 --snapshot-prefix nccl_lms &&
+        close one_rank.log nccl_lms.log && nccl_used nccl_lms.log
+    status=$?
+    swapping=$(grep -c '"rank":[01],.*"swapped_out":{"count":[1-9][0-9]*,.*"swapped_in":{"count":[1-9]' nccl_lms.log)
+    swapped="$swapping of 2 ranks swapped both ways"
+    [ $status -eq 0 ] && [ "$kib" -gt 0 ] && [ "$swapping" -eq 2 ]
+    report $? "the same 2 ranks under liblms, each cache at half a rank's peak ($kib KiB): those losses; $swapped"
+fi
 
 exit $failed
