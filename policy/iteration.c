@@ -71,6 +71,7 @@ int lms_iteration_index(lms_iteration *it)
             lms_iteration_uses *u = &it->uses[lms_idmap_find(&it->by_id, it->ids[i])->value];
             u->positions[u->count++] = (uint32_t)s;
         }
+    it->distinct = distinct;
     return 1;
 }
 

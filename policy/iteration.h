@@ -24,7 +24,8 @@ typedef struct lms_iteration {
     size_t length, first_cap;
     /* Built by lms_iteration_index: */
     lms_idmap by_id;            /* id -> its index in uses */
-    lms_iteration_uses *uses;
+    lms_iteration_uses *uses;   /* one per allocation the iteration uses: `distinct` */
+    size_t distinct;
     uint32_t *positions;        /* every allocation's positions, one allocation after another */
 } lms_iteration;
 

@@ -23,6 +23,7 @@
 #include "policy/iteration.h"
 #include "policy/mix.h"
 #include "policy/period.h"
+#include "policy/plan.h"
 #include "policy/victims.h"
 
 #include <stdlib.h>
@@ -61,6 +62,7 @@ typedef struct lookahead {
     lms_heap resident, evicted;
     lms_fenwick resident_by_use; /* resident bytes by the record of their next use, mod 2 length */
     lms_heap_walk walk;
+    lms_plan plan;               /* made for the capacity the caller asks with */
 } lookahead;
 
 static entry *entry_of(lms_heap_node *node) { return (entry *)node; }
@@ -172,6 +174,7 @@ static void forget_iteration(lookahead *lk)
         for (entry *e; (e = next_entry(lk, &at));)
             e->uses = NULL;
     }
+    lms_plan_free(&lk->plan);
     lms_iteration_clear(&lk->iteration);
     lk->state = LEARNING;
 }
@@ -409,6 +412,49 @@ static size_t lookahead_prefetch(lms_policy *policy, uint64_t next_step, size_t 
     return count;
 }
 
+/* The plan is made again when the capacity falls below the one it was made for, or rises past
+ * it by more than a sixteenth: not on every small allocation the caller makes. */
+static int plan_fits(const lms_plan *plan, size_t capacity)
+{
+    return plan->made && capacity <= plan->capacity + plan->capacity / 16 && capacity >= plan->capacity;
+}
+
+static int make_plan(lookahead *lk, size_t capacity)
+{
+    uint64_t *bytes = calloc(lk->iteration.distinct ? lk->iteration.distinct : 1, sizeof *bytes);
+    if (!bytes)
+        return 0;
+    size_t at = 0;
+    for (entry *e; (e = next_entry(lk, &at));)
+        if (e->uses)
+            bytes[e->uses - lk->iteration.uses] = e->bytes;
+    int made = lms_plan_make(&lk->plan, &lk->iteration, bytes, capacity);
+    free(bytes);
+    return made;
+}
+
+static size_t lookahead_evict_after_step(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max)
+{
+    lookahead *lk = (lookahead *)policy;
+    if (!predicting(lk) || (!plan_fits(&lk->plan, capacity) && !make_plan(lk, capacity)))
+        return 0;
+    uint64_t at = position(lk, lk->record);
+    const lms_iteration *it = &lk->iteration;
+    size_t count = 0;
+    for (size_t i = it->first[at]; i < it->first[at + 1] && count < max; i++) {
+        entry *e = find(lk, it->ids[i]);
+        if (e && e->resident && e->uses && lms_plan_evicts_after(&lk->plan, it, e->uses, at))
+            victims[count++] = e->id;
+    }
+    return count;
+}
+
+static int lookahead_plans(const lms_policy *policy)
+{
+    const lookahead *lk = (const lookahead *)policy;
+    return predicting(lk) && lms_plan_applies(&lk->plan);
+}
+
 static int lookahead_predicts(const lms_policy *policy)
 {
     return ((const lookahead *)policy)->state == KNOWN;
@@ -426,4 +472,6 @@ const lms_policy_ops lms_policy_lookahead_ops = {
     .choose_victims = lookahead_choose_victims,
     .prefetch = lookahead_prefetch,
     .predicts = lookahead_predicts,
+    .evict_after_step = lookahead_evict_after_step,
+    .plans = lookahead_plans,
 };

@@ -1,6 +1,6 @@
 # The eviction policies: pure C, linked into liblms.so and into the offline tools.
 POLICY_OBJS := $(addprefix $(BUILD)/policy/,policy.o lru.o lookahead.o period.o iteration.o heap.o \
-                 fenwick.o idmap.o)
+                 fenwick.o idmap.o plan.o)
 POLICY_LIB  := $(BUILD)/policy/libpolicy.a
 
 $(POLICY_LIB): $(POLICY_OBJS)

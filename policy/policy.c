@@ -62,3 +62,13 @@ size_t lms_policy_prefetch_within(lms_policy *policy, uint64_t next_step, size_t
 {
     return policy->ops->prefetch(policy, next_step, room, window, restore, max);
 }
+
+size_t lms_policy_evict_after_step(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max)
+{
+    return policy->ops->evict_after_step ? policy->ops->evict_after_step(policy, capacity, victims, max) : 0;
+}
+
+int lms_policy_plans(const lms_policy *policy)
+{
+    return policy->ops->plans ? policy->ops->plans(policy) : 0;
+}

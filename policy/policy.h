@@ -17,8 +17,9 @@ typedef struct lms_policy lms_policy;
 /* Names accepted by lms_policy_create, NULL-terminated ("lru" first: the default).
  *   lru        the resident allocation used least recently goes first
  *   lookahead  learns the sequence of steps a training loop repeats, then evicts what is
- *              needed furthest in the future and names what to prefetch; LRU until it has
- *              learned one, and again from a step that differs until it has relearned */
+ *              needed furthest in the future, names what to prefetch, and plans which
+ *              allocations to evict right after a step (plan.h); LRU until it has learned one,
+ *              and again from a step that differs until it has relearned */
 extern const char *const lms_policy_names[];
 
 /* NULL when the name is unknown. */
@@ -55,6 +56,16 @@ int lms_policy_predicts(const lms_policy *policy);
  * after the last one it was told of need within one iteration, soonest needed first. */
 size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step,
                            lms_alloc_id *restore, size_t max);
+
+/* The resident allocations whose use in the step told of last is, in the learned iteration
+ * replayed with Belady's choice in `capacity` bytes, their last before that choice evicts
+ * them: evicting them as soon as that step's work is queued moves no more bytes than evicting
+ * them when room is needed, and the room is there before any restore waits for it. lookahead
+ * while it predicts; none otherwise. At most `max`. */
+size_t lms_policy_evict_after_step(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max);
+
+/* Whether lms_policy_evict_after_step names victims at all: the plan it made last applies. */
+int lms_policy_plans(const lms_policy *policy);
 
 /* How far ahead to prefetch: lms_policy_prefetch's answer, cut before the first allocation
  * that would pass either limit, for a caller that restores the answer in order, making room

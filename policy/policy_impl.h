@@ -19,6 +19,8 @@ typedef struct lms_policy_ops {
     size_t (*prefetch)(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
                        lms_alloc_id *restore, size_t max);
     int (*predicts)(const lms_policy *policy);
+    int (*plans)(const lms_policy *policy);
+    size_t (*evict_after_step)(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max);
 } lms_policy_ops;
 
 /* Every policy's state starts with this header, so lms_policy_* can dispatch. */

@@ -79,9 +79,11 @@ typedef struct cache {
     char *live, *in;
     char *ahead;                 /* restored and not used since */
     int prefetch, oracle, compare_shadow;
+    int plan;                    /* evicts what lms_policy_evict_after_step names after each step */
+    size_t *planned_at;          /* with plan: how many it named at each step */
     size_t window;               /* with prefetch: lms_policy_prefetch_within's */
     /* what happened */
-    size_t restores, prefetches, evictions, ooms, bad, harmful;
+    size_t restores, prefetches, evictions, planned, ooms, bad, harmful;
     size_t oracle_checked, oracle_wrong, shadow_checked, shadow_wrong;
     uint64_t choose_ns, chooses, policy_ns, uses;
 } cache;
@@ -266,6 +268,27 @@ static void prefetch(cache *c)
     }
 }
 
+/* As liblms does once a step's work is queued: evicts what the plan names. */
+static void evict_planned(cache *c, size_t step)
+{
+    lms_alloc_id ids[MAX_VICTIMS];
+    size_t n = lms_policy_evict_after_step(c->policy, c->capacity, ids, MAX_VICTIMS);
+    for (size_t i = 0; i < n; i++) {
+        lms_alloc_id v = ids[i];
+        if (v < 1 || v > c->ids || !c->in[v]) {
+            c->bad++;
+            continue;
+        }
+        c->in[v] = c->ahead[v] = 0;
+        c->resident -= c->bytes[v];
+        c->evictions++;
+        c->planned++;
+        if (c->planned_at)
+            c->planned_at[step]++;
+        lms_policy_evicted(c->policy, v);
+    }
+}
+
 static void run_step(cache *c, size_t step)
 {
     const lms_alloc_id *ids = c->run->ids + c->run->first[step];
@@ -285,6 +308,8 @@ static void run_step(cache *c, size_t step)
     }
     c->uses += count;
     c->in_step = 0;
+    if (c->plan)
+        evict_planned(c, step);
     if (c->prefetch)
         prefetch(c);
     c->policy_ns += now_ns() - t0;
@@ -838,12 +863,94 @@ static void test_recorded(void)
     free(r.bytes);
 }
 
+/* ---- the plan: Belady's evictions, each right after the last use before it ---- */
+
+/* Steps {1}, {2}, {3}, {2} in room for two: Belady's choice evicts 1 when 3 comes (needed
+ * last), and 3 when 1 comes back: the plan evicts 1 after its use at step 0, and 3 after its
+ * use at step 2, and no more is restored than without it. */
+static void test_plan_small(void)
+{
+    schedule iter = { 0 }, run = { 0 };
+    lms_alloc_id order[4] = { 1, 2, 3, 2 };
+    for (int i = 0; i < 4; i++)
+        add_step(&iter, &order[i], 1);
+    repeat(&run, &iter, 0, 4, 12);
+    size_t bytes[4] = { 0, 100, 100, 100 }, restores[2], planned[4] = { 0 };
+    for (int with_plan = 0; with_plan < 2; with_plan++) {
+        cache c;
+        cache_init(&c, "lookahead", &run, 3, 200);
+        c.plan = with_plan;
+        c.planned_at = calloc(run.steps, sizeof *c.planned_at);
+        cache_fill(&c, bytes, 0);
+        run_steps(&c, 0, run.steps - 4);
+        size_t before = c.restores;
+        run_steps(&c, run.steps - 4, run.steps);
+        restores[with_plan] = c.restores - before;
+        if (with_plan) {
+            for (int k = 0; k < 4; k++)
+                planned[k] = c.planned_at[run.steps - 4 + k];
+            ok(c.bad == 0 && lms_policy_plans(c.policy), "the plan is made, and names only resident allocations");
+        }
+        free(c.planned_at);
+        cache_free(&c);
+    }
+    ok(planned[0] == 1 && planned[1] == 0 && planned[2] == 1 && planned[3] == 0,
+       "the plan evicts after steps 0 and 2 of the loop: %zu %zu %zu %zu", planned[0], planned[1], planned[2], planned[3]);
+    is_uint(restores[1], restores[0], "and restores as often as Belady's choice at need (2 a loop)");
+    free_schedule(&iter);
+    free_schedule(&run);
+}
+
+/* A training loop in 40% of its memory: the plan moves no more than Belady's choice at need,
+ * evicts most of it early, and a loop with a step larger than the room gets no plan. */
+static void test_plan_training(void)
+{
+    schedule iter = { 0 }, run = { 0 };
+    size_t layers = 50, ids = training_iteration(&iter, layers, NULL);
+    size_t *bytes = calloc(ids + 1, sizeof *bytes), total = 0;
+    training_iteration(&run, layers, bytes);
+    for (size_t id = 1; id <= ids; id++)
+        total += bytes[id];
+    repeat(&run, &iter, 0, iter.steps, 5);
+    size_t moved[2], planned = 0, evictions = 0;
+    for (int with_plan = 0; with_plan < 2; with_plan++) {
+        cache c;
+        cache_init(&c, "lookahead", &run, ids, total * 2 / 5);
+        c.plan = with_plan;
+        cache_fill(&c, bytes, 0);
+        run_steps(&c, 0, run.steps - iter.steps);
+        size_t restores = c.restores, planned_before = c.planned, evictions_before = c.evictions;
+        run_steps(&c, run.steps - iter.steps, run.steps);
+        moved[with_plan] = c.restores - restores;
+        if (with_plan) {
+            planned = c.planned - planned_before;
+            evictions = c.evictions - evictions_before;
+            ok(c.bad == 0 && c.ooms == 0 && consistent(&c), "a training loop under the plan stays consistent");
+        }
+        cache_free(&c);
+    }
+    ok(moved[1] <= moved[0] && planned * 2 > evictions,
+       "its plan restores no more than Belady's choice at need (%zu against %zu a loop), and %zu of its %zu "
+       "evictions are planned", moved[1], moved[0], planned, evictions);
+    cache c;
+    cache_init(&c, "lookahead", &run, ids, largest_step(&iter, bytes) - 1);
+    c.plan = 1;
+    cache_fill(&c, bytes, 0);
+    run_steps(&c, 0, run.steps);
+    ok(c.planned == 0 && !lms_policy_plans(c.policy) && lms_policy_predicts(c.policy),
+       "in less room than its largest step, the loop is learned but gets no plan");
+    cache_free(&c);
+    free(bytes);
+    free_schedule(&iter);
+    free_schedule(&run);
+}
+
 /* ---- cost ---- */
 
 typedef struct measured { size_t restores, last_restores, predicted; double choose_ns, use_ns; } measured;
 
 /* Runs `iterations` of a training loop of `layers` layers in 40% of its memory. */
-static measured run_training(const char *policy, size_t layers, size_t iterations)
+static measured run_training(const char *policy, size_t layers, size_t iterations, int with_plan)
 {
     schedule iter = { 0 }, run = { 0 };
     size_t ids = training_iteration(&iter, layers, NULL);
@@ -854,6 +961,7 @@ static measured run_training(const char *policy, size_t layers, size_t iteration
     repeat(&run, &iter, 0, iter.steps, iterations - 1);
     cache c;
     cache_init(&c, policy, &run, ids, total * 2 / 5);
+    c.plan = with_plan;
     cache_fill(&c, bytes, 0);
     run_steps(&c, 0, run.steps - iter.steps);
     size_t before = c.restores;
@@ -873,26 +981,32 @@ static measured run_training(const char *policy, size_t layers, size_t iteration
 /* 10^5 calls and more: what a choice and a step cost. Timings are diagnostics only. */
 static void test_cost(void)
 {
-    measured lru = run_training("lru", 1000, 10), la = run_training("lookahead", 1000, 10);
+    measured lru = run_training("lru", 1000, 10, 0), la = run_training("lookahead", 1000, 10, 0);
     diag("training loop, 1000 layers (11000 uses an iteration), 10 iterations: lru %.0f ns per choice, "
          "%.0f ns per use; lookahead %.0f ns per choice, %.0f ns per use (restores, evictions and uses "
          "told, over uses)", lru.choose_ns, lru.use_ns, la.choose_ns, la.use_ns);
     ok(la.restores != NONE && la.predicted > 0 && la.last_restores < lru.last_restores,
        "110000 uses: lookahead learns the loop and restores less in its last iteration (%zu against LRU's %zu)",
        la.last_restores, lru.last_restores);
-    lru = run_training("lru", 9000, 4);
-    la = run_training("lookahead", 9000, 4);
+    lru = run_training("lru", 9000, 4, 0);
+    la = run_training("lookahead", 9000, 4, 0);
     diag("training loop, 9000 layers (99000 uses in 27000 steps an iteration), 4 iterations: lru %.0f ns per "
          "choice, %.0f ns per use; lookahead %.0f ns per choice, %.0f ns per use", lru.choose_ns, lru.use_ns,
          la.choose_ns, la.use_ns);
     ok(la.restores != NONE && la.predicted > 0 && la.last_restores < lru.last_restores,
        "an iteration of 99000 uses: learned by the fourth (%zu restores in it against LRU's %zu)",
        la.last_restores, lru.last_restores);
+    measured planned = run_training("lookahead", 9000, 4, 1);
+    diag("the same with the plan (made once, a replay of two iterations, then asked after every step): "
+         "%.0f ns per use", planned.use_ns);
+    ok(planned.restores != NONE && planned.last_restores <= la.last_restores,
+       "with the plan, the fourth iteration restores no more (%zu against %zu)", planned.last_restores,
+       la.last_restores);
 }
 
 int main(void)
 {
-    plan(28);
+    plan(35);
     test_names();
     test_lru_until_learned();
     test_cycle();
@@ -901,6 +1015,8 @@ int main(void)
     test_wrong_prefetch();
     test_prefetch_no_harm();
     test_recorded();
+    test_plan_small();
+    test_plan_training();
     test_cost();
     return exit_status();
 }

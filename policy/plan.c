@@ -1,0 +1,111 @@
+/* The swap plan of a learned iteration (see plan.h). */
+#include "policy/plan.h"
+
+#include "policy/heap.h"
+
+#include <stdlib.h>
+
+/* An allocation in the replay. */
+typedef struct replayed {
+    lms_heap_node node;  /* key: the time of its next use (of its use now, while its step is
+                            replayed); first: see replayed_of */
+    size_t cursor;       /* the index in its positions of its next use */
+    size_t last_use;     /* the index in the iteration's positions of its latest use */
+    int resident;
+} replayed;
+
+static replayed *replayed_of(lms_heap_node *node) { return (replayed *)node; }
+
+void lms_plan_free(lms_plan *plan)
+{
+    free(plan->evicts);
+    *plan = (lms_plan){ 0 };
+}
+
+/* Evicts the resident allocations needed furthest ahead until `used` bytes fit the capacity;
+ * those step `now` uses are keyed `now`, and stay. With record, marks each eviction's last
+ * use. Returns the bytes still resident. */
+static uint64_t evict_furthest(lms_plan *plan, replayed *r, lms_heap *resident, const uint64_t *bytes,
+                               uint64_t used, uint64_t now, int record)
+{
+    while (used > plan->capacity && resident->count && resident->nodes[0]->key > now) {
+        replayed *v = replayed_of(resident->nodes[0]);
+        lms_heap_remove(resident, &v->node);
+        v->resident = 0;
+        used -= bytes[v - r];
+        if (record)
+            plan->evicts[v->last_use] = 1;
+    }
+    if (used > plan->capacity)
+        plan->overfilled = 1;
+    return used;
+}
+
+int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity)
+{
+    lms_plan_free(plan);
+    plan->capacity = capacity;
+    replayed *r = calloc(it->distinct ? it->distinct : 1, sizeof *r);
+    lms_heap resident = { .largest_first = 1 };
+    plan->evicts = calloc(it->id_count ? it->id_count : 1, 1);
+    int ok = r && plan->evicts;
+    for (size_t u = 0; ok && u < it->distinct; u++)
+        r[u].node.slot = LMS_HEAP_OUT;
+    uint64_t used = 0;
+    for (uint64_t pass = 0; ok && pass < 2; pass++) {
+        for (size_t u = 0; u < it->distinct; u++)
+            r[u].cursor = 0;
+        for (uint64_t s = 0; ok && s < it->length; s++) {
+            uint64_t now = pass * it->length + s;
+            for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
+                replayed *v = &r[lms_idmap_find(&it->by_id, it->ids[i])->value];
+                v->node.key = now;
+                v->node.tie = it->ids[i]; /* ties go as lookahead's own choice breaks them */
+                if (v->resident) {
+                    lms_heap_update(&resident, &v->node);
+                } else {
+                    v->resident = 1;
+                    used += bytes[v - r];
+                    ok = lms_heap_push(&resident, &v->node);
+                }
+            }
+            used = evict_furthest(plan, r, &resident, bytes, used, now, pass == 1);
+            for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
+                size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
+                const lms_iteration_uses *uses = &it->uses[u];
+                replayed *v = &r[u];
+                v->last_use = (size_t)(uses->positions - it->positions) + v->cursor++;
+                v->node.key = now - s + (v->cursor < uses->count ? uses->positions[v->cursor]
+                                                                 : it->length + uses->positions[0]);
+                lms_heap_update(&resident, &v->node);
+            }
+        }
+    }
+    lms_heap_free(&resident);
+    free(r);
+    if (!ok) {
+        lms_plan_free(plan);
+        return 0;
+    }
+    plan->made = 1;
+    return 1;
+}
+
+int lms_plan_applies(const lms_plan *plan)
+{
+    return plan->made && !plan->overfilled;
+}
+
+int lms_plan_evicts_after(const lms_plan *plan, const lms_iteration *it, const lms_iteration_uses *uses,
+                          uint64_t position)
+{
+    if (!lms_plan_applies(plan))
+        return 0;
+    size_t lo = 0, hi = uses->count;   /* the use at position, if any */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (uses->positions[mid] < position) lo = mid + 1; else hi = mid;
+    }
+    return lo < uses->count && uses->positions[lo] == position &&
+           plan->evicts[(size_t)(uses->positions - it->positions) + lo];
+}
