@@ -66,6 +66,9 @@ typedef CUresult lms_memcpy_batch_v1(CUdeviceptr *dsts, CUdeviceptr *srcs, size_
     LMS_HOOK_TWIN(X, cuMemcpyBatchAsync_v2, _ptsz)                     \
     X(cuMemcpyBatchAsync, lms_memcpy_batch_v1)                         \
     X(cuMemcpyBatchAsync_ptsz, lms_memcpy_batch_v1)                    \
+    /* waits for the device */                                         \
+    LMS_HOOK_TWIN(X, cuStreamSynchronize, _ptsz)                       \
+    X(cuEventSynchronize, cuEventSynchronize)                          \
     /* stream memory operations */                                     \
     LMS_HOOK_TWIN(X, cuStreamWriteValue32_v2, _ptsz)                   \
     LMS_HOOK_TWIN(X, cuStreamWriteValue64_v2, _ptsz)                   \

@@ -71,8 +71,11 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "1: with a policy that predicts (`lookahead`), bring allocations back ahead of need "     \
       "after each call, into device memory free at the time, and queue the evictions that "    \
       "make room for what does not fit yet, keeping an eighth of the soft limit free for "      \
-      "them by evicting ahead what is needed furthest in the future; 0: restore only what "    \
-      "each call needs")
+      "them by evicting ahead what is needed furthest in the future (a sixteenth where the "    \
+      "learned iteration's plan evicts each allocation right after its last use before an "     \
+      "eviction); while the program waits for the device (`cuStreamSynchronize`, "             \
+      "`cuEventSynchronize`), finish the evictions in flight and restore into the room they "   \
+      "free; 0: restore only what each call needs")
 
 extern const char *const lms_mode_names[];
 extern const char *const lms_stats_names[];

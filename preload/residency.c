@@ -38,6 +38,13 @@ typedef struct plain_entry {
  * faster than none); under LRU,
  * which evicts what is soon needed again, it made 1.1x slower, so it waits for a prediction. */
 #define EVICT_AHEAD_SHARE 8
+/* With a plan (lms_policy_plans), which frees memory as soon as the last use before an eviction
+ * is queued, half as much: keeping more free costs copies for no more overlap. */
+#define EVICT_AHEAD_SHARE_PLANNED 16
+/* The plan's evictions wait in liblms while an eighth of the soft limit is in flight, and at
+ * most PLANNED_MAX of them. */
+#define PLANNED_IN_FLIGHT_SHARE 8
+#define PLANNED_MAX 256
 /* Without LMS_EXCLUDE_MB, device memory left to the driver beyond what is in use when liblms
  * first sees the device (kernels' local memory, lazily loaded modules): 256 MiB, or 1/16 of a
  * smaller device. The options table says so. */
@@ -1237,6 +1244,61 @@ static CUresult place_held(lms_call *call)
     return CUDA_SUCCESS;
 }
 
+/* Evictions the plan decided and not yet queued. They go to the copy-out stream only while
+ * less than PLANNED_IN_FLIGHT_SHARE of the soft limit is in flight there: a copy engine serves
+ * its direction in the order copies were queued, so an eviction that a restore waits for, or a
+ * copy of the program's, must not queue behind a long line of them. Each is dropped if its
+ * allocation was used again meanwhile: that use has a plan of its own. */
+static struct planned {
+    CUdeviceptr addr;
+    uint64_t used_ns;   /* its last use when the plan chose it */
+} planned[LMS_MAX_DEVICES][PLANNED_MAX];
+static size_t planned_count[LMS_MAX_DEVICES];
+
+static void queue_planned(int d)
+{
+    lms_device *ds = &R.dev[d];
+    reap_evictions(d, 0);
+    size_t done = 0;
+    while (done < planned_count[d] && ds->evicting_bytes < ds->soft_limit / PLANNED_IN_FLIGHT_SHARE) {
+        struct planned p = planned[d][done];
+        lms_block *a = find_containing(p.addr);
+        if (!a || a->addr != p.addr || a->last_use_ns != p.used_ns || keep_victim(&d, p.addr)) {
+            done++;
+            continue;
+        }
+        if (!lms_swap_has_backing(d, a->padded)) {
+            if (make_backing(a) != CUDA_SUCCESS)
+                break;
+            continue; /* the lock went meanwhile: look afresh */
+        }
+        if (evict_begin(a, "plan") != CUDA_SUCCESS)
+            break;
+        done++;
+    }
+    planned_count[d] -= done;
+    memmove(planned[d], planned[d] + done, planned_count[d] * sizeof planned[d][0]);
+}
+
+/* Notes the evictions the policy's plan makes after the step whose work was just queued on
+ * device d, and queues those that may go now. The plan is made for the memory swappable
+ * allocations may take: the soft limit less the small ones. */
+static void plan_evictions(int d)
+{
+    lms_device *ds = &R.dev[d];
+    if (!lms_policy_predicts(ds->policy))
+        return;
+    size_t capacity = ds->soft_limit > ds->plain ? ds->soft_limit - ds->plain : 0;
+    lms_alloc_id ids[MAX_VICTIMS];
+    size_t n = lms_policy_evict_after_step(ds->policy, capacity, ids, MAX_VICTIMS);
+    for (size_t i = 0; i < n && planned_count[d] < PLANNED_MAX; i++) {
+        lms_block *a = find_containing((CUdeviceptr)ids[i]);
+        if (!keep_victim(&d, ids[i]))
+            planned[d][planned_count[d]++] = (struct planned){ a->addr, a->last_use_ns };
+    }
+    queue_planned(d);
+}
+
 /* Brings back, ahead of need, what the policy names for the steps after `step` on device d,
  * into device memory free now, so that the copies overlap the work already queued. For what
  * does not fit yet, making room queues the evictions of the victims, without waiting: a later
@@ -1246,8 +1308,10 @@ static void prefetch(int d, uint64_t step)
 {
     lms_device *ds = &R.dev[d];
     reap_evictions(d, 0);
+    if (planned_count[d])
+        queue_planned(d);
     if (lms_policy_predicts(ds->policy))
-        queue_room(d, ds->soft_limit / EVICT_AHEAD_SHARE);
+        queue_room(d, ds->soft_limit / (lms_policy_plans(ds->policy) ? EVICT_AHEAD_SHARE_PLANNED : EVICT_AHEAD_SHARE));
     lms_alloc_id ids[MAX_VICTIMS];
     size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
     size_t n = lms_policy_prefetch_within(ds->policy, step + 1, room, ds->soft_limit / PREFETCH_WINDOW_SHARE,
@@ -1260,6 +1324,32 @@ static void prefetch(int d, uint64_t step)
         if (restore(a, 0, 1, &blind) != CUDA_SUCCESS)
             return;
     }
+}
+
+void lms_host_waits(int (*awaited_done)(void *what), void *what)
+{
+    if (!swapping() || !lms_opt.PREFETCH.value)
+        return;
+    CUstreamCaptureMode mode = lock();
+    for (int d = 0; d < LMS_MAX_DEVICES; d++) {
+        lms_device *ds = &R.dev[d];
+        if (!ds->ready || !lms_policy_predicts(ds->policy))
+            continue;
+        /* Only the evictions decided before the program's wait (queued, or planned and
+         * waiting for the copy-out stream): those that restoring queues meanwhile may end long
+         * after what it waits for. */
+        size_t older = planned_count[d];
+        for (const lms_block *a = ds->evicting; a; a = a->next_evicting)
+            older++;
+        while (older > 0 && !awaited_done(what)) {
+            size_t finished = (size_t)reap_evictions(d, 1);
+            if (finished == 0)
+                break;
+            older -= finished < older ? finished : older;
+            prefetch(d, R.step);
+        }
+    }
+    unlock(mode);
 }
 
 /* A call that may use any allocation may write one whose copy out is queued, after the copy
@@ -1342,6 +1432,8 @@ void lms_call_end(lms_call *call, CUresult result)
         }
         if (call->uses_any && !call->capturing && call->device >= 0)
             lms_swap_record_use(&R.dev[call->device].unscanned, call->stream);
+        if (call->held_count && !call->capturing && swapping() && lms_opt.PREFETCH.value)
+            plan_evictions(call->held[0].alloc->device);
         unlock(mode);
     }
     if (call->refs != call->inline_refs)

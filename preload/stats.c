@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const reasons[] = { "limit", "demand", "prefetch", "oom-retry" };
+static const char *const reasons[] = { "limit", "demand", "prefetch", "oom-retry", "plan" };
 #define REASONS (sizeof reasons / sizeof reasons[0])
 
 static struct {

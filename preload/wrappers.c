@@ -413,3 +413,30 @@ LMS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
         lms_launch_scan_forget();
     return r;
 }
+
+/* ---- waits for the device ---- */
+
+static int stream_done(void *stream) { return lms_real.cuStreamQuery((CUstream)stream) == CUDA_SUCCESS; }
+static int event_done(void *event) { return lms_real.cuEventQuery((CUevent)event) == CUDA_SUCCESS; }
+
+/* While the program waits, liblms finishes its evictions and starts its restores. */
+LMS_EXPORT CUresult cuStreamSynchronize(CUstream stream)
+{
+    if (!lms_passing_through())
+        lms_host_waits(stream_done, stream);
+    return lms_real.cuStreamSynchronize(stream);
+}
+
+LMS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
+{
+    if (!lms_passing_through())
+        lms_host_waits(stream_done, stream);
+    return lms_real.cuStreamSynchronize_ptsz(stream);
+}
+
+LMS_EXPORT CUresult cuEventSynchronize(CUevent event)
+{
+    if (!lms_passing_through())
+        lms_host_waits(event_done, event);
+    return lms_real.cuEventSynchronize(event);
+}

@@ -216,6 +216,33 @@ static int launch_kernel(void *fn, int pt) { return launch_round(fn, pt, LAUNCH)
 static int launch_kernel_ex(void *fn, int pt) { return launch_round(fn, pt, LAUNCH_EX); }
 static int launch_cooperative(void *fn, int pt) { return launch_round(fn, pt, LAUNCH_COOPERATIVE); }
 
+/* ---- waits for the device: a launch, then the wait, which returns once it has run (not
+ * armed: a wait does not allocate) ---- */
+
+static int wait_round(void *fn, int per_thread, int on_event)
+{
+    int a, b;
+    begin(&a, &b);
+    launch_args l;
+    launch_args_init(&l, a, b);
+    CUstream s = stream_for(per_thread);
+    CHECK(per_thread ? cuLaunchKernel_ptsz(g.incr, 1, 1, 1, 32, 1, 1, 0, s, l.params, NULL)
+                     : cuLaunchKernel(g.incr, 1, 1, 1, 32, 1, 1, 0, s, l.params, NULL));
+    model_launch(&l, a, b);
+    CUevent done;
+    CHECK(cuEventCreate(&done, CU_EVENT_DEFAULT));
+    CHECK(cuEventRecord(done, per_thread ? CU_STREAM_PER_THREAD : s));
+    if (on_event)
+        CHECK(((__typeof__(cuEventSynchronize) *)fn)(done));
+    else
+        CHECK(((__typeof__(cuStreamSynchronize) *)fn)(s));
+    EXPECT(cuEventQuery(done) == CUDA_SUCCESS);
+    CHECK(cuEventDestroy(done));
+    return end(a, b, 0);
+}
+static int stream_sync(void *fn, int pt) { return wait_round(fn, pt, 0); }
+static int event_sync(void *fn, int pt) { (void)pt; return wait_round(fn, 0, 1); }
+
 /* ---- copies: from a + 5 to b + 3, an odd length (unaligned everywhere) ---- */
 
 #define COPY_LEN (BUF - 11)
@@ -1023,6 +1050,8 @@ static const row rows[] = {
     TWIN(cuMemcpyBatchAsync_v2, _ptsz, batch_copies),
     ROW_V(cuMemcpyBatchAsync, 12080, batch_copies_v1),
     ROW_V(cuMemcpyBatchAsync_ptsz, 12080, batch_copies_v1),
+    TWIN(cuStreamSynchronize, _ptsz, stream_sync),
+    ROW(cuEventSynchronize, event_sync),
     TWIN(cuStreamWriteValue32_v2, _ptsz, write32),
     TWIN(cuStreamWriteValue64_v2, _ptsz, write64),
     TWIN(cuStreamWaitValue32_v2, _ptsz, wait32),

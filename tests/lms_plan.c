@@ -1,0 +1,137 @@
+/* The lookahead policy's plan, and liblms's work while the program waits. A loop of kernels
+ * over five buffers of which two fit: once the policy has learned it, Belady's choice evicts
+ * at three steps of five, and the plan queues each eviction as soon as the kernel before it
+ * is queued; during the program's cuStreamSynchronize or cuEventSynchronize the evictions in
+ * flight finish (their buffers are off the device when the wait returns, not at the next
+ * call). Without ahead-of-need work (LMS_PREFETCH=0) a wait changes nothing. Every buffer
+ * matches its host model at the end. The kernels are slow enough for the copies to hide behind
+ * them, as in training. Each case runs in both backing modes, with LMS_MAP_EVICTED=0 so that
+ * an evicted buffer's address is unmapped. */
+#include "sim/sim_module.h"
+#include "tests/lms_testlib.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((size_t)1 << 20)
+#define BUFFERS 5
+#define BYTES (6 * MIB)    /* two fit on the 16 MiB device */
+#define LOOPS 30
+
+static CUdeviceptr buf[BUFFERS];
+static unsigned char *model[BUFFERS];
+
+/* Whether buffer i is off the device: its address unmapped. */
+static int evicted(int i)
+{
+    unsigned long long flags = 0;
+    CUmemLocation where = { CU_MEM_LOCATION_TYPE_DEVICE, 0 };
+    return cuMemGetAccess(&flags, &where, buf[i]) != CUDA_SUCCESS || flags == 0;
+}
+
+/* Each kernel computes for about a millisecond of the model's time, longer than a buffer's
+ * copy: the program's wait then outlasts the eviction of what the kernel used. */
+static void slow(const sim_launch *launch, sim_kernel_cost *cost)
+{
+    (void)launch;
+    cost->flops = 1e10;
+}
+
+static void add(int i, int value)
+{
+    CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[i], BYTES, value));
+    for (size_t k = 0; k < BYTES; k++)
+        model[i][k] = (unsigned char)(model[i][k] + value);
+}
+
+/* The program's wait for the stream (on_event: for an event recorded on it). */
+static void wait(int on_event)
+{
+    if (on_event) {
+        CUevent done;
+        CU_OK(cuEventCreate(&done, CU_EVENT_DEFAULT));
+        CU_OK(cuEventRecord(done, NULL));
+        CU_OK(cuEventSynchronize(done));
+        CU_OK(cuEventDestroy(done));
+    } else {
+        CU_OK(cuStreamSynchronize(NULL));
+    }
+}
+
+/* Runs the loop until it is learned; then one more loop, each kernel followed by the
+ * program's wait. Returns how many buffers were on the device when a wait began and off it
+ * when the wait returned: evictions that finished while the program waited. */
+static int loop_then_waits(int on_event)
+{
+    sim_set_kernel_cost(lms_test_add_kernel(), slow);
+    for (int i = 0; i < BUFFERS; i++) {
+        model[i] = malloc(BYTES);
+        if (!model[i])
+            bail_out("out of host memory");
+        lms_test_pattern(model[i], BYTES, (unsigned)i);
+        CU_OK(cuMemAlloc(&buf[i], BYTES));
+        CU_OK(cuMemcpyHtoD(buf[i], model[i], BYTES));
+    }
+    for (int n = 0; n < LOOPS * BUFFERS; n++)
+        add(n % BUFFERS, 1 + n % 7);
+    int finished = 0;
+    for (int n = 0; n < BUFFERS; n++) {
+        add(n, 3);
+        int before[BUFFERS];
+        for (int i = 0; i < BUFFERS; i++)
+            before[i] = evicted(i);
+        wait(on_event);
+        for (int i = 0; i < BUFFERS; i++)
+            finished += !before[i] && evicted(i);
+    }
+    return finished;
+}
+
+static int all_match(void)
+{
+    unsigned char *back = malloc(BYTES);
+    int same = back != NULL;
+    for (int i = 0; i < BUFFERS && same; i++)
+        same = cuMemcpyDtoH(back, buf[i], BYTES) == CUDA_SUCCESS && memcmp(back, model[i], BYTES) == 0;
+    free(back);
+    for (int i = 0; i < BUFFERS; i++) {
+        CU_OK(cuMemFree(buf[i]));
+        free(model[i]);
+    }
+    return same;
+}
+
+/* Belady's choice on a loop of five in room for two evicts at three steps of five. */
+static int evicted_during(int on_event)
+{
+    int finished = loop_then_waits(on_event);
+    if (finished < 3)
+        fprintf(stderr, "%d evictions finished during the program's waits\n", finished);
+    EXPECT(finished >= 3);
+    EXPECT(all_match());
+    return 0;
+}
+static int evicted_during_stream_wait(void) { return evicted_during(0); }
+static int evicted_during_event_wait(void) { return evicted_during(1); }
+
+static int kept_without_ahead(void)
+{
+    EXPECT(loop_then_waits(0) == 0);
+    EXPECT(all_match());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const common[] = { "LMS_THRESHOLD_KB=64", "LMS_EXCLUDE_MB=0", "LMS_SIM_CAPACITY_MB=16",
+                                          "LMS_POLICY=lookahead", "LMS_MAP_EVICTED=0", NULL };
+    static const lms_test_case cases[] = {
+        { "stream-wait", "a learned loop: the evictions in flight finish during the program's "
+                         "cuStreamSynchronize, 3 in 5 steps; every buffer keeps its bytes",
+          evicted_during_stream_wait, { NULL } },
+        { "event-wait", "the same during cuEventSynchronize", evicted_during_event_wait, { NULL } },
+        { "no-ahead", "with LMS_PREFETCH=0 the program's waits change nothing",
+          kept_without_ahead, { "LMS_PREFETCH=0", NULL } },
+    };
+    return lms_test_main(argc, argv, cases, sizeof cases / sizeof *cases, common);
+}
