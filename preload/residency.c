@@ -1326,6 +1326,9 @@ static void prefetch(int d, uint64_t step)
     }
 }
 
+/* Each wait is for the oldest eviction, with the lock released (the program's other threads go
+ * on meanwhile), and stops once what the program waits for is done: it never waits longer than
+ * the program would by more than one eviction's copy. */
 void lms_host_waits(int (*awaited_done)(void *what), void *what)
 {
     if (!swapping() || !lms_opt.PREFETCH.value)
@@ -1341,9 +1344,15 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
         size_t older = planned_count[d];
         for (const lms_block *a = ds->evicting; a; a = a->next_evicting)
             older++;
-        while (older > 0 && !awaited_done(what)) {
-            size_t finished = (size_t)reap_evictions(d, 1);
-            if (finished == 0)
+        while (older > 0 && ds->evicting && !awaited_done(what)) {
+            CUevent mark;
+            if (lms_swap_out_mark(ds, ds->evicting, &mark) != CUDA_SUCCESS)
+                break;
+            unlock(mode);
+            CUresult waited = lms_real.cuEventSynchronize(mark);
+            mode = lock();
+            size_t finished = ds->ready ? (size_t)reap_evictions(d, 0) : 0;
+            if (waited != CUDA_SUCCESS || finished == 0)
                 break;
             older -= finished < older ? finished : older;
             prefetch(d, R.step);

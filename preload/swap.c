@@ -70,12 +70,19 @@ static CUresult record(CUevent *event, CUstream stream)
 CUresult lms_swap_streams_create(lms_device *dev)
 {
     CUresult r = lms_real.cuCtxGetCurrent(&dev->ctx);
+    CUstream *streams[] = { &dev->copy_in, &dev->copy_out, &dev->waits };
+    size_t made = 0;
+    while (r == CUDA_SUCCESS && made < sizeof streams / sizeof *streams &&
+           (r = lms_real.cuStreamCreate(streams[made], CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS)
+        made++;
     if (r == CUDA_SUCCESS)
-        r = lms_real.cuStreamCreate(&dev->copy_in, CU_STREAM_NON_BLOCKING);
-    if (r == CUDA_SUCCESS && (r = lms_real.cuStreamCreate(&dev->copy_out, CU_STREAM_NON_BLOCKING)))
-        lms_real.cuStreamDestroy_v2(dev->copy_in);
-    if (r != CUDA_SUCCESS)
-        dev->copy_in = dev->copy_out = NULL;
+        r = lms_real.cuEventCreate(&dev->waited, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        while (made > 0)
+            lms_real.cuStreamDestroy_v2(*streams[--made]);
+        dev->copy_in = dev->copy_out = dev->waits = NULL;
+        dev->waited = NULL;
+    }
     return r;
 }
 
@@ -84,9 +91,22 @@ void lms_swap_streams_destroy(lms_device *dev, int gone)
     if (!gone && dev->copy_in) {
         lms_real.cuStreamDestroy_v2(dev->copy_in);
         lms_real.cuStreamDestroy_v2(dev->copy_out);
+        lms_real.cuStreamDestroy_v2(dev->waits);
+        lms_real.cuEventDestroy_v2(dev->waited);
     }
-    dev->copy_in = dev->copy_out = NULL;
+    dev->copy_in = dev->copy_out = dev->waits = NULL;
+    dev->waited = NULL;
     dev->ctx = NULL;
+}
+
+CUresult lms_swap_out_mark(lms_device *dev, const lms_block *a, CUevent *mark)
+{
+    const lms_backing *b = a->back;
+    CUresult r = b->done ? lms_real.cuStreamWaitEvent(dev->waits, b->done, 0) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        r = lms_real.cuEventRecord(dev->waited, dev->waits);
+    *mark = dev->waited;
+    return r;
 }
 
 /* Read/write access for the device and for every device that can reach it as a peer, as

@@ -95,6 +95,8 @@ typedef struct lms_device {
     CUcontext ctx;          /* where its copy streams and liblms's events live */
     CUstream copy_in;       /* restores, in the order queued */
     CUstream copy_out;      /* evictions, in the order queued */
+    CUstream waits;         /* where the host marks an eviction to wait for without the lock */
+    CUevent waited;         /* that mark: lms_swap_out_mark */
     size_t resident;        /* device bytes in use: swappable handles, small and own allocations */
     size_t plain;           /* of which small allocations and the program's own VMM handles */
     size_t spare;           /* device bytes in spare handles, kept for reuse */
@@ -111,6 +113,10 @@ typedef struct lms_device {
 CUresult lms_swap_streams_create(lms_device *dev);
 /* Destroys them; with gone, the context has died with them: their handles are only forgotten. */
 void lms_swap_streams_destroy(lms_device *dev, int gone);
+
+/* An event of the device's own that completes with a's eviction: the host may wait for it with
+ * the lock released, while another thread takes the eviction back and its backing's event goes. */
+CUresult lms_swap_out_mark(lms_device *dev, const lms_block *a, CUevent *mark);
 
 /* Maps a physical handle at addr with read/write access for the device. */
 CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHandle handle, int device);
