@@ -3,7 +3,6 @@
 #include "tests/lms_testlib.h"
 
 #include <stdint.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
@@ -74,13 +73,6 @@ static int freed_after_its_last_use(void)
     return sum == 5 * MIB;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -106,11 +98,9 @@ int main(int argc, char **argv)
     CU_OK(cuMemAllocAsync(&small, 1024, stream));
     size_t used = sim_device_used(0);
     CU_OK(launch_slow());
-    double start = now_ms();
     CU_OK(cuMemFreeAsync(small, stream));
-    double took = now_ms() - start;
-    ok(took < SLOW_MS / 2 && !flag_set(),
-       "cuMemFreeAsync of a small allocation waits for no other stream (%.0f ms)", took);
+    ok(!flag_set(), "cuMemFreeAsync of a small allocation waits for no other stream (the slow kernel on "
+                    "another has not ended when it returns)");
     CU_OK(cuStreamSynchronize(stream));
     ok(sim_device_used(0) < used, "and its memory is freed in its stream's order");
     CU_OK(cuCtxSynchronize());
