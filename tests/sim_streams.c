@@ -26,12 +26,23 @@ static bool flag_is_set(void)
     return set;
 }
 
+/* store_into(out, delay_ms): sleeps, then writes 1 to *out, which the host unmaps meanwhile.
+ * Its write is meant to fault, racing the unmap: that race is what the test is about, so
+ * ThreadSanitizer does not watch this kernel. */
+__attribute__((no_sanitize("thread"))) static void store_into(const sim_launch *launch)
+{
+    int *out = *(int **)launch->params[0];
+    sleep_ms(*(int *)launch->params[1]);
+    *out = 1;
+}
+
 /* In a child: a kernel queued on mapped memory that is unmapped before it runs. */
 static void unmap_under_queued_kernel(void *arg)
 {
     (void)arg;
     sim_setup(64 << 20);
-    int_kernels_register();
+    const size_t sizes[] = {sizeof(int *), sizeof(int)};
+    CUfunction store = (CUfunction)sim_register_kernel("store_into", store_into, 2, sizes);
     CUdeviceptr va;
     CUmemGenericAllocationHandle handle;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -43,7 +54,9 @@ static void unmap_under_queued_kernel(void *arg)
     CHECK_CU(cuMemCreate(&handle, 2 << 20, &prop, 0));
     CHECK_CU(cuMemMap(va, 2 << 20, 0, handle, 0));
     CHECK_CU(cuMemSetAccess(va, 2 << 20, &access, 1));
-    CHECK_CU(launch_slow_store(stream, va, 1, 200));
+    int delay_ms = 200;
+    void *params[] = {&va, &delay_ms};
+    CHECK_CU(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
     if (cuMemUnmap(va, 2 << 20) != CUDA_SUCCESS) /* not ordered against the queued kernel */
         _exit(3);
     cuStreamSynchronize(stream);
