@@ -1,5 +1,9 @@
 // Pinned host <-> device bandwidth, one direction at a time and both at once: the
-// physical limit that swapping is measured against. Prints one JSON object (GB/s, median).
+// physical limit that swapping is measured against. Then how a kernel reading pinned host
+// memory over the bus (zero-copy, as liblms's calls larger than the cache do) shares the link
+// with a copy engine's copy in either direction: the simulator does not model that sharing
+// yet, and these figures are what it would be calibrated from. Prints one JSON object (GB/s,
+// median).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +59,59 @@ static double median_gbps(void *host_in, void *host_out, void *dev_in, void *dev
     return (gbps[REPEATS / 2 - 1] + gbps[REPEATS / 2]) / 2;
 }
 
+// Reads n floats from host memory mapped into the device (zero-copy) and writes their sum to
+// device memory, so that the reads cannot be dropped.
+__global__ void read_host(const float4 *host, size_t n4, float *sum)
+{
+    float acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = host[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc == 12345.0f)
+        *sum = acc;
+}
+
+// Median GB/s of REPEATS rounds of the zero-copy kernel reading BYTES, and of a BYTES copy
+// queued at the same moment on another stream (direction: 1 to the device, -1 to the host, 0
+// none), each timed from the common start to its own end.
+static void zero_copy_gbps(const void *host_mapped, void *host_copy, void *dev, float *sum, int direction,
+                           cudaStream_t kernel_stream, cudaStream_t copy_stream, double *kernel_gbps,
+                           double *copy_gbps)
+{
+    float kernel[REPEATS], copy[REPEATS];
+    for (int r = 0; r < REPEATS; r++) {
+        cudaEvent_t start, kernel_done, copy_done;
+        cudaCheck(cudaEventCreate(&start));
+        cudaCheck(cudaEventCreate(&kernel_done));
+        cudaCheck(cudaEventCreate(&copy_done));
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaEventRecord(start, kernel_stream));
+        cudaCheck(cudaStreamWaitEvent(copy_stream, start, 0));
+        read_host<<<264, 512, 0, kernel_stream>>>((const float4 *)host_mapped, BYTES / sizeof(float4), sum);
+        cudaCheck(cudaGetLastError());
+        cudaCheck(cudaEventRecord(kernel_done, kernel_stream));
+        if (direction > 0)
+            cudaCheck(cudaMemcpyAsync(dev, host_copy, BYTES, cudaMemcpyHostToDevice, copy_stream));
+        else if (direction < 0)
+            cudaCheck(cudaMemcpyAsync(host_copy, dev, BYTES, cudaMemcpyDeviceToHost, copy_stream));
+        cudaCheck(cudaEventRecord(copy_done, copy_stream));
+        cudaCheck(cudaDeviceSynchronize());
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, start, kernel_done));
+        kernel[r] = (float)(BYTES / (ms * 1e6));
+        cudaCheck(cudaEventElapsedTime(&ms, start, copy_done));
+        copy[r] = direction ? (float)(BYTES / (ms * 1e6)) : 0;
+        cudaCheck(cudaEventDestroy(start));
+        cudaCheck(cudaEventDestroy(kernel_done));
+        cudaCheck(cudaEventDestroy(copy_done));
+    }
+    qsort(kernel, REPEATS, sizeof kernel[0], compare_floats);
+    qsort(copy, REPEATS, sizeof copy[0], compare_floats);
+    *kernel_gbps = (kernel[REPEATS / 2 - 1] + kernel[REPEATS / 2]) / 2;
+    *copy_gbps = (copy[REPEATS / 2 - 1] + copy[REPEATS / 2]) / 2;
+}
+
 int main(void)
 {
     void *host_in, *host_out, *dev_in, *dev_out;
@@ -68,7 +125,18 @@ int main(void)
     double h2d = median_gbps(host_in, host_out, dev_in, dev_out, 1, 0, up, down);
     double d2h = median_gbps(host_in, host_out, dev_in, dev_out, 0, 1, up, down);
     double both = median_gbps(host_in, host_out, dev_in, dev_out, 1, 1, up, down);
-    printf("{\"bytes\": %zu, \"h2d_gbps\": %.1f, \"d2h_gbps\": %.1f, \"bidirectional_gbps\": %.1f}\n",
-           BYTES, h2d, d2h, both);
+    void *mapped, *mapped_dev;
+    float *sum;
+    cudaCheck(cudaHostAlloc(&mapped, BYTES, cudaHostAllocMapped));
+    cudaCheck(cudaHostGetDevicePointer(&mapped_dev, mapped, 0));
+    cudaCheck(cudaMalloc(&sum, sizeof *sum));
+    double alone, unused, with_h2d, h2d_beside, with_d2h, d2h_beside;
+    zero_copy_gbps(mapped_dev, host_in, dev_in, sum, 0, up, down, &alone, &unused);
+    zero_copy_gbps(mapped_dev, host_in, dev_in, sum, 1, up, down, &with_h2d, &h2d_beside);
+    zero_copy_gbps(mapped_dev, host_out, dev_out, sum, -1, up, down, &with_d2h, &d2h_beside);
+    printf("{\"bytes\": %zu, \"h2d_gbps\": %.1f, \"d2h_gbps\": %.1f, \"bidirectional_gbps\": %.1f, "
+           "\"zero_copy_read_gbps\": %.1f, \"zero_copy_read_with_h2d_gbps\": [%.1f, %.1f], "
+           "\"zero_copy_read_with_d2h_gbps\": [%.1f, %.1f]}\n",
+           BYTES, h2d, d2h, both, alone, with_h2d, h2d_beside, with_d2h, d2h_beside);
     return 0;
 }
