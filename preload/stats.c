@@ -20,15 +20,24 @@
 static const char *const reasons[] = { "limit", "demand", "prefetch", "oom-retry", "plan" };
 #define REASONS (sizeof reasons / sizeof reasons[0])
 
+/* Counted by every device's threads at once (each device has a lock of its own), and read by
+ * a signal handler: atomic, without a lock. */
 static struct {
-    uint64_t allocations, ooms;
-    size_t peak_demanded[LMS_MAX_DEVICES], soft_limit[LMS_MAX_DEVICES];
-    uint64_t evictions[REASONS];
-    uint64_t bytes_out, bytes_in, restores;
-    uint64_t ns_out, ns_in, stalls, stall_ns;
-    uint64_t taken_back, on_host_uses, on_host_bytes;
-    size_t peak_host;
+    _Atomic uint64_t allocations, ooms;
+    _Atomic size_t peak_demanded[LMS_MAX_DEVICES], soft_limit[LMS_MAX_DEVICES];
+    _Atomic uint64_t evictions[REASONS];
+    _Atomic uint64_t bytes_out, bytes_in, restores;
+    _Atomic uint64_t ns_out, ns_in, stalls, stall_ns;
+    _Atomic uint64_t taken_back, on_host_uses, on_host_bytes;
+    _Atomic size_t peak_host;
 } S;
+
+static void raise_to(_Atomic size_t *peak, size_t value)
+{
+    size_t seen = atomic_load(peak);
+    while (value > seen && !atomic_compare_exchange_weak(peak, &seen, value))
+        ;
+}
 
 uint64_t lms_stats_now(void)
 {
@@ -42,15 +51,13 @@ void lms_stats_oom(void) { S.ooms++; }
 
 void lms_stats_demanded(int device, size_t demanded, size_t soft_limit)
 {
-    if (demanded > S.peak_demanded[device])
-        S.peak_demanded[device] = demanded;
+    raise_to(&S.peak_demanded[device], demanded);
     S.soft_limit[device] = soft_limit;
 }
 
 void lms_stats_host(size_t host_bytes)
 {
-    if (host_bytes > S.peak_host)
-        S.peak_host = host_bytes;
+    raise_to(&S.peak_host, host_bytes);
 }
 
 void lms_stats_evicted(const char *reason, size_t bytes, uint64_t ns)
