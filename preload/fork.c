@@ -8,8 +8,9 @@
 #include <stddef.h>
 
 /* Each module's locks, outermost first: a lock of one module is only ever taken while
- * holding locks of modules above it (the residency lock is held while graphs record a
- * capture's uses; launches learn their parameter layout before the residency lock). */
+ * holding locks of modules above it (the residency locks, every device's, the table's and
+ * the host backing pool's, in that order, are held while graphs record a capture's uses;
+ * launches learn their parameter layout before the residency locks). */
 static const struct {
     void (*lock)(void);
     void (*unlock)(void);

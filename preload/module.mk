@@ -54,7 +54,7 @@ LMS_TEST_LIBS   = $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o \
                   -Wl,-rpath,$(abspath $(BUILD)/preload):$(abspath $(SIM_DIR)) -lpthread
 LMS_SIM_TESTS := lms_residency lms_limits lms_threads lms_stress lms_interpose lms_graphs lms_fork lms_async \
                  lms_launch_scan lms_frees lms_pools lms_capture lms_inflight lms_queries lms_peers \
-                 lms_meminfo lms_entry_points lms_nccl lms_pieces lms_loop_stress lms_plan
+                 lms_meminfo lms_entry_points lms_nccl lms_pieces lms_loop_stress lms_plan lms_devices_contention
 
 $(foreach t,$(LMS_SIM_TESTS),$(BUILD)/tests/$(t).t): $(BUILD)/tests/%.t: $(BUILD)/tests/%.o \
     $(BUILD)/tests/tap.o $(BUILD)/tests/lms_testlib.o $(LIBLMS) $(SIM_DIR)/libcuda.so

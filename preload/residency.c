@@ -1,4 +1,31 @@
-/* The residency manager (see residency.h and the README's "Residency" section). */
+/* The residency manager (see residency.h and the README's "Residency" section).
+ *
+ * Locks. An eviction on one device must never stall launches on another, so each device has
+ * a lock of its own (lms_device.lock) that guards its state, its allocations' blocks (every
+ * field that changes), its lists (evictions in flight, pending frees, backing to map) and
+ * its planned evictions. The table of swappable allocations of every device (by_addr), the
+ * small allocations and the program's own VMM handles have the table lock, held only to look
+ * up, insert or remove, never across a driver call that waits. The host backing pool has its
+ * own lock in swap.c, statistics are atomic, the trace and the graphs lock their own.
+ *
+ * Order: device locks in ascending device order, then the table lock, then the pool's (and
+ * the trace's, the graphs'). A call that touches several devices (a copy between two, a kernel
+ * with pointers on both, a launch whose parameters could not be read) takes the locks of all
+ * of them at once: it finds their devices in the table, takes their locks, and looks again,
+ * until no new device turns up. Each thread knows which device locks it holds (held_devices),
+ * so that making host backing, which takes ~50 ms per 256 MiB, releases them all and takes
+ * them again in order; its caller then looks afresh, as it always had to.
+ *
+ * A block is freed only under its device's lock, after it left the table under the table
+ * lock: a block found in the table stays valid while the table lock is held, and after that
+ * while its device's lock is.
+ *
+ * Waits: the host waits with a device's lock held only when that device's memory is needed at
+ * once (make_room's wait for the oldest eviction or free, and keep_resident's), and then with
+ * no other lock: other devices go on meanwhile. A call whose allocations lie on several
+ * devices first waits for the eviction's copy with every lock released (as for making
+ * backing), then reaps it with its locks. During the program's own waits (lms_host_waits)
+ * liblms holds no lock. */
 #include "preload/residency.h"
 
 #include "policy/policy.h"
@@ -10,6 +37,7 @@
 #include "preload/trace.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include <string.h>
@@ -53,17 +81,24 @@ typedef struct plain_entry {
 #define OOM_DUMP_INTERVAL_NS (2 * 1000000000ull)
 
 static struct {
-    pthread_mutex_t lock;
-    lms_device dev[LMS_MAX_DEVICES];
-    lms_block **by_addr;   /* swappable allocations, sorted by address */
+    lms_device dev[LMS_MAX_DEVICES];  /* each with its lock */
+    pthread_mutex_t table_lock;       /* guards the three below */
+    lms_block **by_addr;   /* swappable allocations of every device, sorted by address */
     size_t count, cap;
     plain_entry *plain;
     plain_entry *own_vmm;
-    lms_block *pending;    /* freed, not yet released */
-    lms_block *to_map;     /* evicted, their backing to map at their address (LMS_MAP_EVICTED) */
-    uint64_t step;
-    uint64_t oom_dumped_ns;  /* when the last out-of-memory dump was written; 0: never */
-} R = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    _Atomic uint64_t step;
+    _Atomic uint64_t oom_dumped_ns;  /* when the last out-of-memory dump was written; 0: never */
+} R = { .table_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The device locks the calling thread holds, a bit per device. */
+static _Thread_local uint32_t held_devices;
+/* The thread ran out of memory: the live allocations are dumped once it holds no lock. */
+static _Thread_local int oom_dump_wanted;
+
+#define DEVICE_BIT(d) ((uint32_t)1 << (d))
+#define ALL_DEVICES ((uint32_t)((1ull << LMS_MAX_DEVICES) - 1))
+_Static_assert(LMS_MAX_DEVICES <= 32, "held_devices has a bit per device");
 
 static int swapping(void) { return lms_opt.MODE.value == LMS_MODE_SWAP; }
 
@@ -87,36 +122,64 @@ static int exchange_capture_mode(CUstreamCaptureMode *mode)
     return 0;
 }
 
-static CUstreamCaptureMode lock(void)
+/* Entering liblms from the program's call, and leaving it with no lock held. */
+static CUstreamCaptureMode enter(void)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (!exchange_capture_mode(&mode))
         mode = MODE_KEPT;
-    pthread_mutex_lock(&R.lock);
     return mode;
 }
 
-/* Maps the backing of the allocations evicted since the lock was taken at their addresses.
- * It costs a cuMemSetAccess on host memory each: done last, it overlaps the restore copies
- * queued meanwhile instead of delaying them, and it is done before the program's next call. */
-static void map_evicted(void)
-{
-    for (lms_block *a = R.to_map; a; a = a->next_to_map)
-        if (a->place == LMS_EVICTED && !a->host_mapped && !a->freed && lms_swap_map_host(a) != CUDA_SUCCESS)
-            lms_log(LMS_LOG_ERROR, a->device, "cannot map the host backing at 0x%llx after its eviction",
-                    (unsigned long long)a->addr);
-    R.to_map = NULL;
-}
+static void walk_live(const char *reason);
 
-static void unlock(CUstreamCaptureMode mode)
+static void leave(CUstreamCaptureMode mode)
 {
-    map_evicted();
-    pthread_mutex_unlock(&R.lock);
+    if (oom_dump_wanted) {
+        oom_dump_wanted = 0;
+        walk_live("oom"); /* into the trace when one is recorded, else to stderr */
+    }
     if (mode != MODE_KEPT)
         exchange_capture_mode(&mode);
 }
 
-/* ---- the sorted table of swappable allocations ---- */
+/* Takes the locks of the devices named, in ascending order; the thread holds none. */
+static void lock_devices(uint32_t devices)
+{
+    for (int d = 0; d < LMS_MAX_DEVICES; d++)
+        if (devices & DEVICE_BIT(d))
+            pthread_mutex_lock(&R.dev[d].lock);
+    held_devices = devices;
+}
+
+/* Maps the backing of the allocations of device d evicted since its lock was taken at their
+ * addresses. It costs a cuMemSetAccess on host memory each: done last, it overlaps the restore
+ * copies queued meanwhile instead of delaying them, and it is done before the program's next
+ * call. */
+static void map_evicted(int d)
+{
+    for (lms_block *a = R.dev[d].to_map; a; a = a->next_to_map)
+        if (a->place == LMS_EVICTED && !a->host_mapped && !a->freed && lms_swap_map_host(a) != CUDA_SUCCESS)
+            lms_log(LMS_LOG_ERROR, a->device, "cannot map the host backing at 0x%llx after its eviction",
+                    (unsigned long long)a->addr);
+    R.dev[d].to_map = NULL;
+}
+
+/* Gives back every device lock the thread holds. */
+static void unlock_devices(void)
+{
+    for (int d = LMS_MAX_DEVICES; d-- > 0;)
+        if (held_devices & DEVICE_BIT(d)) {
+            map_evicted(d);
+            pthread_mutex_unlock(&R.dev[d].lock);
+        }
+    held_devices = 0;
+}
+
+static void table_lock(void) { pthread_mutex_lock(&R.table_lock); }
+static void table_unlock(void) { pthread_mutex_unlock(&R.table_lock); }
+
+/* ---- the sorted table of swappable allocations: under the table lock ---- */
 
 static size_t upper_bound(CUdeviceptr addr)
 {
@@ -173,6 +236,46 @@ static int in_span(size_t i, const lms_span *span)
     return i < R.count && R.by_addr[i]->span == span;
 }
 
+/* The block at addr, looked up under the table lock: valid after it only where the caller
+ * holds its device's lock. */
+static lms_block *block_at(CUdeviceptr addr)
+{
+    table_lock();
+    lms_block *a = find_containing(addr);
+    table_unlock();
+    return a;
+}
+
+/* The block at addr of device d (NULL if there is none, or it is another device's): with d's
+ * lock held, it stays valid. */
+static lms_block *block_of_device_at(CUdeviceptr addr, int d)
+{
+    table_lock();
+    lms_block *a = find_containing(addr);
+    if (a && a->device != d)
+        a = NULL;
+    table_unlock();
+    return a;
+}
+
+/* The block at addr with its device's lock taken (the thread holds none), or NULL with none
+ * taken. */
+static lms_block *lock_block_at(CUdeviceptr addr)
+{
+    for (;;) {
+        table_lock();
+        lms_block *a = find_containing(addr);
+        int d = a ? a->device : -1;
+        table_unlock();
+        if (d < 0)
+            return NULL;
+        lock_devices(DEVICE_BIT(d));
+        if ((a = block_of_device_at(addr, d)))
+            return a;
+        unlock_devices(); /* freed meanwhile, or another device's now: look again */
+    }
+}
+
 /* ---- devices ---- */
 
 /* Device memory less LMS_EXCLUDE_MB; by default, what the device has free now less the
@@ -189,6 +292,7 @@ static size_t soft_limit(int d, size_t total)
     return total > exclude ? total - exclude : 0;
 }
 
+/* The current context's device; asked without a lock. */
 static CUresult current_device(int *device)
 {
     CUdevice d;
@@ -197,8 +301,15 @@ static CUresult current_device(int *device)
         return r;
     if (d < 0 || d >= LMS_MAX_DEVICES)
         return CUDA_ERROR_INVALID_DEVICE;
-    lms_device *ds = &R.dev[d];
     *device = d;
+    return CUDA_SUCCESS;
+}
+
+/* Readies the current context's device d, whose lock the thread holds. */
+static CUresult ready_device(int d)
+{
+    lms_device *ds = &R.dev[d];
+    CUresult r;
     if (ds->ready)
         return swapping() && !ds->ctx ? lms_swap_streams_create(ds) : CUDA_SUCCESS;
 
@@ -262,9 +373,12 @@ static void trace_counters(int d)
     lms_trace_counters(d, ds->resident + ds->spare, lms_swap_host_bytes(), ds->demanded, ds->soft_limit);
 }
 
-/* The dump of live allocations (LMS_DUMP_SIGNAL, and out of memory). */
-static void walk_live_locked(const char *reason)
+/* The dump of live allocations (LMS_DUMP_SIGNAL, and out of memory), with every lock: the
+ * thread holds none. */
+static void walk_live(const char *reason)
 {
+    lock_devices(ALL_DEVICES);
+    table_lock();
     lms_trace_dump_begin(reason);
     for (size_t i = 0; i < R.count;) {
         const lms_block *a = R.by_addr[i];
@@ -281,14 +395,16 @@ static void walk_live_locked(const char *reason)
         lms_trace_dump_record(&(lms_trace_live){ e->device, e->key, e->bytes, true,
                                                  e->created_ns, 0, e->stack });
     lms_trace_dump_end();
+    table_unlock();
+    unlock_devices();
 }
 
 void lms_residency_walk_live(void *ctx, const char *reason)
 {
     (void)ctx;
-    CUstreamCaptureMode mode = lock();
-    walk_live_locked(reason);
-    unlock(mode);
+    CUstreamCaptureMode mode = enter();
+    walk_live(reason);
+    leave(mode);
 }
 
 static void counted_in(int d, size_t resident, size_t demanded)
@@ -353,13 +469,16 @@ static int unscanned_done(lms_device *ds, int wait)
 }
 
 /* Queues a's eviction: its copy out runs on the copy-out stream once its last uses are done,
- * and its device memory comes back when reap_evictions finds that copy completed. */
+ * and its device memory comes back when reap_evictions finds that copy completed.
+ * CUDA_ERROR_NOT_READY when the pool has no backing for it. */
 static CUresult evict_begin(lms_block *a, const char *reason)
 {
     int d = a->device;
     lms_device *ds = &R.dev[d];
     uint64_t start = lms_stats_now();
     CUresult r = lms_swap_out_begin(ds, a, &ds->unscanned);
+    if (r == CUDA_ERROR_NOT_READY)
+        return r; /* no backing for it: the caller makes one */
     if (r != CUDA_SUCCESS) {
         lms_log(LMS_LOG_SWAP, d, "evict failed: ptr=0x%llx error=%d", (unsigned long long)a->addr, r);
         return r;
@@ -433,8 +552,8 @@ static int reap_evictions(int d, int wait)
         }
         a->place = LMS_EVICTED;
         if (ds->host_vmm && lms_opt.MAP_EVICTED.value && !a->freed) {
-            a->next_to_map = R.to_map;
-            R.to_map = a;
+            a->next_to_map = ds->to_map;
+            ds->to_map = a;
         }
         ds->resident -= a->padded;
         keep_spare(ds, a->dev_handle, a->padded);
@@ -463,17 +582,17 @@ static void release(lms_block *a)
     free(a);
 }
 
-/* Releases freed allocations (of device d, or of all with -1) whose last uses are done; with
- * wait, waits for them. One whose eviction has not finished waits for reap_evictions. Returns
- * how many bytes of device memory came back. */
+/* Releases freed allocations of device d whose last uses are done; with wait, waits for them.
+ * One whose eviction has not finished waits for reap_evictions. Returns how many bytes of
+ * device memory came back. */
 static size_t reap_pending(int d, int wait)
 {
     size_t freed = 0;
-    for (lms_block **p = &R.pending; *p;) {
+    for (lms_block **p = &R.dev[d].pending; *p;) {
         lms_block *a = *p;
         /* A call still in flight on another thread may hold it: a program's race, but
          * liblms must not free what that call will touch. */
-        if ((d < 0 || a->device == d) && a->pins == 0 && a->place != LMS_EVICTING &&
+        if (a->pins == 0 && a->place != LMS_EVICTING &&
             lms_swap_uses_done(&a->uses, wait)) {
             *p = a->next_pending;
             freed += a->place == LMS_RESIDENT ? a->padded : 0;
@@ -487,8 +606,8 @@ static size_t reap_pending(int d, int wait)
 
 /* ---- making room ---- */
 
-/* Host backing for evicting a, made with the lock released: whoever called must look at the
- * table afresh afterwards. */
+/* Host backing for evicting a, made with every device lock the thread holds released (and
+ * taken again after): whoever called must look at the table afresh afterwards. */
 static CUresult make_backing(const lms_block *a)
 {
     int d = a->device;
@@ -498,18 +617,18 @@ static CUresult make_backing(const lms_block *a)
     if (r != CUDA_SUCCESS)
         return r;
     lms_backing *b;
-    map_evicted();
-    pthread_mutex_unlock(&R.lock);
+    uint32_t held = held_devices;
+    unlock_devices();
     r = lms_swap_backing_create(&R.dev[d], d, bytes, unwanted, &b);
-    pthread_mutex_lock(&R.lock);
+    lock_devices(held);
     lms_swap_backing_add(bytes, b);
     return r;
 }
 
 static int keep_victim(void *ctx, lms_alloc_id id)
 {
-    lms_block *a = find_containing((CUdeviceptr)id);
-    return !a || a->pins > 0 || a->retained || a->device != *(int *)ctx || a->place != LMS_RESIDENT;
+    lms_block *a = block_of_device_at((CUdeviceptr)id, *(int *)ctx);
+    return !a || a->pins > 0 || a->retained || a->place != LMS_RESIDENT;
 }
 
 /* Queues the evictions of the policy's victims for `bytes` of device d. CUDA_ERROR_NOT_FOUND
@@ -522,10 +641,10 @@ static CUresult evict_victims(int d, size_t bytes, const char *reason)
     if (n == 0)
         return CUDA_ERROR_NOT_FOUND;
     for (size_t i = 0; i < n; i++) {
-        lms_block *a = find_containing((CUdeviceptr)victims[i]);
-        if (!lms_swap_has_backing(d, a->padded))
-            return make_backing(a);
+        lms_block *a = block_at((CUdeviceptr)victims[i]);
         CUresult r = evict_begin(a, reason);
+        if (r == CUDA_ERROR_NOT_READY) /* no backing for it in the pool */
+            return make_backing(a);
         if (r != CUDA_SUCCESS)
             return r;
     }
@@ -537,10 +656,27 @@ static CUresult evict_victims(int d, size_t bytes, const char *reason)
 static size_t coming_back(int d)
 {
     size_t bytes = R.dev[d].evicting_bytes;
-    for (const lms_block *a = R.pending; a; a = a->next_pending)
-        if (a->device == d && a->place == LMS_RESIDENT)
+    for (const lms_block *a = R.dev[d].pending; a; a = a->next_pending)
+        if (a->place == LMS_RESIDENT)
             bytes += a->padded;
     return bytes;
+}
+
+/* Before the host waits for device d's oldest eviction while it holds the locks of other
+ * devices too (a call on several devices): the copy is waited for with every lock released,
+ * on a mark of d's own (lms_swap_out_mark), so that those devices' calls go on meanwhile.
+ * The caller then reaps with the locks held again, at once, and looks afresh. */
+static void await_eviction_unlocked(int d)
+{
+    lms_device *ds = &R.dev[d];
+    CUevent mark;
+    if (held_devices == DEVICE_BIT(d) || !ds->evicting ||
+        lms_swap_out_mark(ds, ds->evicting, &mark) != CUDA_SUCCESS)
+        return;
+    uint32_t held = held_devices;
+    unlock_devices();
+    lms_real.cuEventSynchronize(mark);
+    lock_devices(held);
 }
 
 /* Frees device memory until `bytes` more fit under the soft limit of device d: what is free
@@ -578,6 +714,7 @@ static CUresult make_room(int d, size_t bytes, const char *reason, int wait,
         }
         if (!wait)
             return CUDA_ERROR_NOT_READY;
+        await_eviction_unlocked(d);
         if (reap_evictions(d, 1) || reap_pending(d, 1) > 0)
             continue;
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -602,6 +739,7 @@ static int evict_for_retry(int d)
             if (r != CUDA_ERROR_NOT_FOUND)
                 return 0;
         }
+        await_eviction_unlocked(d);
         return reap_evictions(d, 1) || reap_pending(d, 1) > 0;
     }
 }
@@ -691,11 +829,10 @@ static CUresult out_of_memory(int d, size_t bytes)
 {
     lms_stats_oom();
     lms_trace_oom(d, bytes);
-    uint64_t now = lms_stats_now();
-    if (R.oom_dumped_ns == 0 || now - R.oom_dumped_ns >= OOM_DUMP_INTERVAL_NS) {
-        R.oom_dumped_ns = now;
-        walk_live_locked("oom"); /* into the trace when one is recorded, else to stderr */
-    }
+    uint64_t now = lms_stats_now(), dumped = atomic_load(&R.oom_dumped_ns);
+    if ((dumped == 0 || now - dumped >= OOM_DUMP_INTERVAL_NS) &&
+        atomic_compare_exchange_strong(&R.oom_dumped_ns, &dumped, now))
+        oom_dump_wanted = 1; /* once the thread holds no lock: it takes them all */
     log_figures(LMS_LOG_INFO, d, "out of memory", 0, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -737,7 +874,9 @@ static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes, CUstream str
     }
     *e = (plain_entry){ .key = *dptr, .bytes = bytes, .device = d, .created_ns = lms_stats_now() };
     e->stack = lms_trace_alloc(d, *dptr, bytes, 0, false);
+    table_lock();
     HASH_ADD(hh, R.plain, key, sizeof e->key, e);
+    table_unlock();
     counted_in(d, bytes, bytes);
     R.dev[d].plain += bytes;
     return CUDA_SUCCESS;
@@ -747,10 +886,8 @@ static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes, CUstream str
 static CUresult backing_for(lms_block *a)
 {
     CUresult r = CUDA_SUCCESS;
-    while (r == CUDA_SUCCESS && !lms_swap_has_backing(a->device, a->padded))
-        r = make_backing(a); /* the lock goes meanwhile: another may take it */
-    if (r == CUDA_SUCCESS)
-        lms_swap_backing_take(a);
+    while (r == CUDA_SUCCESS && !lms_swap_backing_take(a))
+        r = make_backing(a); /* the locks go meanwhile: another may take it */
     return r;
 }
 
@@ -783,22 +920,34 @@ static void forget_piece(lms_block *a, CUstream stream, int async)
 {
     if (async)
         lms_swap_record_use(&a->uses, stream);
-    table_remove(a);
     lms_device *ds = &R.dev[a->device];
     lms_policy_freed(ds->policy, a->addr);
     a->freed = 1;
     ds->demanded -= a->size;
-    a->next_pending = R.pending;
-    R.pending = a;
+    a->next_pending = ds->pending;
+    ds->pending = a;
 }
 
 /* Every piece of a span still in the table (all, or all made so far), which follow one
- * another from its first. */
+ * another from its first: out of the table first, in their order, then forgotten. */
 static void forget_pieces(lms_span *span, CUstream stream, int async)
 {
+    lms_block *pieces = NULL, **last = &pieces;
+    table_lock();
     size_t first = first_piece(span);
-    while (in_span(first, span))
-        forget_piece(R.by_addr[first], stream, async);
+    while (in_span(first, span)) {
+        lms_block *a = R.by_addr[first];
+        table_remove(a);
+        *last = a;
+        last = &a->next_pending;
+    }
+    *last = NULL;
+    table_unlock();
+    while (pieces) {
+        lms_block *a = pieces;
+        pieces = a->next_pending;
+        forget_piece(a, stream, async);
+    }
 }
 
 /* A new piece is resident; one that cannot be, beside the small allocations, or finds no room,
@@ -822,10 +971,14 @@ static CUresult add_piece(int d, lms_span *span, size_t offset, size_t bytes)
     }
     if (r == CUDA_SUCCESS) {
         if ((r = a->place == LMS_RESIDENT ? lms_swap_map(a->addr, padded, a->dev_handle, d)
-                                          : lms_swap_map_host(a)) == CUDA_SUCCESS &&
-            !table_insert(a)) {
-            lms_real.cuMemUnmap(a->addr, padded);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
+                                          : lms_swap_map_host(a)) == CUDA_SUCCESS) {
+            table_lock();
+            int inserted = table_insert(a);
+            table_unlock();
+            if (!inserted) {
+                lms_real.cuMemUnmap(a->addr, padded);
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            }
         }
         if (r != CUDA_SUCCESS && a->place == LMS_RESIDENT)
             keep_spare(ds, a->dev_handle, padded);
@@ -874,10 +1027,12 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
     for (size_t offset = 0; offset < bytes && r == CUDA_SUCCESS; offset += piece)
         r = add_piece(d, span, offset, bytes - offset < piece ? bytes - offset : piece);
     uint32_t stack = r == CUDA_SUCCESS ? lms_trace_alloc(d, span->base, bytes, 0, true) : 0;
+    table_lock();
     for (size_t i = first_piece(span); in_span(i, span); i++) {
         R.by_addr[i]->pins -= ds->host_vmm;
         R.by_addr[i]->stack = stack;
     }
+    table_unlock();
     if (r != CUDA_SUCCESS && span->pieces == 0) {
         lms_real.cuMemAddressFree(span->base, span->reserved);
         free(span);
@@ -902,28 +1057,29 @@ CUresult lms_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0)
         return lms_real.cuMemAlloc_v2(dptr, bytes);
-    CUstreamCaptureMode mode = lock();
+    CUstreamCaptureMode mode = enter();
     int d;
     CUresult r = current_device(&d);
     if (r == CUDA_SUCCESS) {
-        if (swapping() && bytes >= lms_opt.THRESHOLD_KB.value)
+        lock_devices(DEVICE_BIT(d));
+        r = ready_device(d);
+        if (r == CUDA_SUCCESS && swapping() && bytes >= lms_opt.THRESHOLD_KB.value)
             r = alloc_swappable(d, dptr, bytes);
-        else
+        else if (r == CUDA_SUCCESS)
             r = alloc_plain(d, dptr, bytes, stream, async);
         if (r == CUDA_SUCCESS) {
             lms_stats_alloc();
             log_figures(LMS_LOG_ALLOC, d, "allocate", *dptr, bytes);
         }
+        unlock_devices();
     }
-    unlock(mode);
+    leave(mode);
     return r;
 }
 
 /* A freed swappable allocation's pieces are released once their last uses are done. */
-static void forget(lms_span *span, CUstream stream, int async)
+static void forget(lms_span *span, int d, CUstream stream, int async)
 {
-    lms_block *first = R.by_addr[first_piece(span)];
-    int d = first->device;
     log_figures(LMS_LOG_ALLOC, d, "free", span->base, span->size);
     lms_trace_free(d, span->base, span->size);
     forget_pieces(span, stream, async);
@@ -931,13 +1087,13 @@ static void forget(lms_span *span, CUstream stream, int async)
     trace_counters(d);
 }
 
-/* A small allocation goes back to the driver as the program asked, outside the lock:
+/* A small allocation goes back to the driver as the program asked, with no lock held:
  * cuMemFree waits for the whole device. Until the driver has it, it still counts. */
 static CUresult free_plain(plain_entry *e, CUstream stream, int async)
 {
     CUresult r = real_free(e->key, stream, async);
-    CUstreamCaptureMode mode = lock();
     if (r == CUDA_SUCCESS) {
+        lock_devices(DEVICE_BIT(e->device));
         lms_device *ds = &R.dev[e->device];
         ds->resident -= e->bytes;
         ds->plain -= e->bytes;
@@ -946,11 +1102,13 @@ static CUresult free_plain(plain_entry *e, CUstream stream, int async)
         log_figures(LMS_LOG_ALLOC, e->device, "free", e->key, e->bytes);
         lms_trace_free(e->device, e->key, e->bytes);
         trace_counters(e->device);
+        unlock_devices();
         free(e);
     } else {
+        table_lock();
         HASH_ADD(hh, R.plain, key, sizeof e->key, e);
+        table_unlock();
     }
-    unlock(mode);
     return r;
 }
 
@@ -958,18 +1116,25 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
 {
     if (!dptr)
         return CUDA_SUCCESS; /* freeing NULL does nothing */
-    CUstreamCaptureMode mode = lock();
-    lms_block *a = find_containing(dptr);
-    int swappable = a && a->span->base == dptr, d = a ? a->device : 0;
+    CUstreamCaptureMode mode = enter();
     plain_entry *e;
+    table_lock();
     HASH_FIND(hh, R.plain, &dptr, sizeof dptr, e);
     if (e)
         HASH_DEL(R.plain, e); /* this call frees it: no other may */
-    else if (swappable)
-        forget(a->span, stream, async);
-    unlock(mode);
-    if (e)
-        return free_plain(e, stream, async);
+    table_unlock();
+    if (e) {
+        CUresult r = free_plain(e, stream, async);
+        leave(mode);
+        return r;
+    }
+    lms_block *a = lock_block_at(dptr);
+    int swappable = a && a->span->base == dptr, d = a ? a->device : 0;
+    if (swappable)
+        forget(a->span, d, stream, async);
+    if (a)
+        unlock_devices();
+    leave(mode);
     if (a && !swappable)
         return CUDA_ERROR_INVALID_VALUE; /* inside an allocation, not its start */
     if (!swappable)
@@ -983,10 +1148,12 @@ CUresult lms_free(CUdeviceptr dptr, CUstream stream, int async)
     CUresult r = CUDA_SUCCESS;
     if (!async && !lms_graph_captures_under_way() && lms_real.cuCtxSynchronize() != CUDA_SUCCESS)
         r = lms_real.cuCtxSynchronize();
-    mode = lock();
+    mode = enter();
+    lock_devices(DEVICE_BIT(d));
     reap_evictions(d, 0);
-    reap_pending(-1, 0);
-    unlock(mode);
+    reap_pending(d, 0);
+    unlock_devices();
+    leave(mode);
     return r;
 }
 
@@ -994,18 +1161,22 @@ CUresult lms_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
     if (!free_bytes || !total_bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode mode = lock();
+    CUstreamCaptureMode mode = enter();
     int d;
     CUresult r = current_device(&d);
     if (r == CUDA_SUCCESS) {
-        const lms_device *ds = &R.dev[d];
-        /* swap: the cache's capacity, device plus host backing; cap: the soft limit. */
-        size_t total = ds->soft_limit + (swapping() ? lms_opt.HOST_LIMIT_MB.value : 0);
-        size_t used = swapping() ? ds->demanded : ds->resident;
-        *total_bytes = total;
-        *free_bytes = total > used ? total - used : 0;
+        lock_devices(DEVICE_BIT(d));
+        if ((r = ready_device(d)) == CUDA_SUCCESS) {
+            const lms_device *ds = &R.dev[d];
+            /* swap: the cache's capacity, device plus host backing; cap: the soft limit. */
+            size_t total = ds->soft_limit + (swapping() ? lms_opt.HOST_LIMIT_MB.value : 0);
+            size_t used = swapping() ? ds->demanded : ds->resident;
+            *total_bytes = total;
+            *free_bytes = total > used ? total - used : 0;
+        }
+        unlock_devices();
     }
-    unlock(mode);
+    leave(mode);
     return r;
 }
 
@@ -1015,12 +1186,14 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
     if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         prop->location.id < 0 || prop->location.id >= LMS_MAX_DEVICES)
         return lms_real.cuMemCreate(handle, size, prop, flags);
-    int d = prop->location.id;
-    CUstreamCaptureMode mode = lock();
+    int d = prop->location.id, current = d;
+    CUstreamCaptureMode mode = enter();
+    /* The current device too: it is readied, the usual case, when d is not yet. */
+    CUresult current_known = current_device(&current);
+    lock_devices(DEVICE_BIT(d) | (current_known == CUDA_SUCCESS ? DEVICE_BIT(current) : 0));
     CUresult r = CUDA_SUCCESS;
     if (!R.dev[d].ready) {
-        int current;
-        r = current_device(&current); /* readies the current device, the usual case */
+        r = current_known == CUDA_SUCCESS ? ready_device(current) : current_known;
         if (r == CUDA_SUCCESS && !R.dev[d].ready)
             r = CUDA_ERROR_INVALID_DEVICE;
     }
@@ -1038,30 +1211,44 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
     }
     if (r == CUDA_SUCCESS) {
         *e = (plain_entry){ .key = *handle, .bytes = size, .device = d };
+        table_lock();
         HASH_ADD(hh, R.own_vmm, key, sizeof e->key, e);
+        table_unlock();
         counted_in(d, size, size);
         R.dev[d].plain += size;
     }
-    unlock(mode);
+    unlock_devices();
+    leave(mode);
     return r;
 }
 
+/* The handle leaves the table before it is released: no other thread's cuMemCreate can
+ * get it back from the driver while it is still there. */
 CUresult lms_vmm_release(CUmemGenericAllocationHandle handle)
 {
-    CUstreamCaptureMode mode = lock();
-    CUresult r = lms_real.cuMemRelease(handle);
+    CUstreamCaptureMode mode = enter();
     plain_entry *e;
+    table_lock();
     HASH_FIND(hh, R.own_vmm, &handle, sizeof handle, e);
+    if (e)
+        HASH_DEL(R.own_vmm, e);
+    table_unlock();
+    CUresult r = lms_real.cuMemRelease(handle);
     if (r == CUDA_SUCCESS && e) {
+        lock_devices(DEVICE_BIT(e->device));
         lms_device *ds = &R.dev[e->device];
         ds->resident -= e->bytes;
         ds->plain -= e->bytes;
         ds->demanded -= e->bytes;
         ds->live--;
-        HASH_DEL(R.own_vmm, e);
+        unlock_devices();
         free(e);
+    } else if (e) {
+        table_lock();
+        HASH_ADD(hh, R.own_vmm, key, sizeof e->key, e);
+        table_unlock();
     }
-    unlock(mode);
+    leave(mode);
     return r;
 }
 
@@ -1071,10 +1258,14 @@ int lms_call_make_room(void)
 {
     if (!swapping())
         return 0;
-    CUstreamCaptureMode mode = lock();
-    int d;
-    int freed = current_device(&d) == CUDA_SUCCESS && evict_for_retry(d);
-    unlock(mode);
+    CUstreamCaptureMode mode = enter();
+    int d, freed = 0;
+    if (current_device(&d) == CUDA_SUCCESS) {
+        lock_devices(DEVICE_BIT(d));
+        freed = ready_device(d) == CUDA_SUCCESS && evict_for_retry(d);
+        unlock_devices();
+    }
+    leave(mode);
     return freed;
 }
 
@@ -1138,9 +1329,11 @@ static void hold(lms_call *call, lms_block *a, int whole_write)
 static size_t held_on_device(int d)
 {
     size_t bytes = 0;
+    table_lock();
     for (size_t i = 0; i < R.count; i++)
         if (R.by_addr[i]->device == d && R.by_addr[i]->pins > 0 && R.by_addr[i]->place == LMS_RESIDENT)
             bytes += R.by_addr[i]->padded;
+    table_unlock();
     return bytes;
 }
 
@@ -1262,17 +1455,18 @@ static void queue_planned(int d)
     size_t done = 0;
     while (done < planned_count[d] && ds->evicting_bytes < ds->soft_limit / PLANNED_IN_FLIGHT_SHARE) {
         struct planned p = planned[d][done];
-        lms_block *a = find_containing(p.addr);
+        lms_block *a = block_of_device_at(p.addr, d);
         if (!a || a->addr != p.addr || a->last_use_ns != p.used_ns || keep_victim(&d, p.addr)) {
             done++;
             continue;
         }
-        if (!lms_swap_has_backing(d, a->padded)) {
+        CUresult r = evict_begin(a, "plan");
+        if (r == CUDA_ERROR_NOT_READY) { /* no backing for it in the pool */
             if (make_backing(a) != CUDA_SUCCESS)
                 break;
-            continue; /* the lock went meanwhile: look afresh */
+            continue; /* the locks went meanwhile: look afresh */
         }
-        if (evict_begin(a, "plan") != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS)
             break;
         done++;
     }
@@ -1292,7 +1486,7 @@ static void plan_evictions(int d)
     lms_alloc_id ids[MAX_VICTIMS];
     size_t n = lms_policy_evict_after_step(ds->policy, capacity, ids, MAX_VICTIMS);
     for (size_t i = 0; i < n && planned_count[d] < PLANNED_MAX; i++) {
-        lms_block *a = find_containing((CUdeviceptr)ids[i]);
+        lms_block *a = block_at((CUdeviceptr)ids[i]);
         if (!keep_victim(&d, ids[i]))
             planned[d][planned_count[d]++] = (struct planned){ a->addr, a->last_use_ns };
     }
@@ -1317,7 +1511,7 @@ static void prefetch(int d, uint64_t step)
     size_t n = lms_policy_prefetch_within(ds->policy, step + 1, room, ds->soft_limit / PREFETCH_WINDOW_SHARE,
                                           ids, MAX_VICTIMS);
     for (size_t i = 0; i < n; i++) {
-        lms_block *a = find_containing((CUdeviceptr)ids[i]);
+        lms_block *a = block_of_device_at((CUdeviceptr)ids[i], d);
         if (!a || a->place != LMS_EVICTED || a->pins > 0)
             continue;
         int blind;
@@ -1333,11 +1527,14 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
 {
     if (!swapping() || !lms_opt.PREFETCH.value)
         return;
-    CUstreamCaptureMode mode = lock();
+    CUstreamCaptureMode mode = enter();
     for (int d = 0; d < LMS_MAX_DEVICES; d++) {
         lms_device *ds = &R.dev[d];
-        if (!ds->ready || !lms_policy_predicts(ds->policy))
+        lock_devices(DEVICE_BIT(d));
+        if (!ds->ready || !lms_policy_predicts(ds->policy)) {
+            unlock_devices();
             continue;
+        }
         /* Only the evictions decided before the program's wait (queued, or planned and
          * waiting for the copy-out stream): those that restoring queues meanwhile may end long
          * after what it waits for. */
@@ -1348,17 +1545,20 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
             CUevent mark;
             if (lms_swap_out_mark(ds, ds->evicting, &mark) != CUDA_SUCCESS)
                 break;
-            unlock(mode);
+            unlock_devices();
+            leave(mode);
             CUresult waited = lms_real.cuEventSynchronize(mark);
-            mode = lock();
+            mode = enter();
+            lock_devices(DEVICE_BIT(d));
             size_t finished = ds->ready ? (size_t)reap_evictions(d, 0) : 0;
             if (waited != CUDA_SUCCESS || finished == 0)
                 break;
             older -= finished < older ? finished : older;
-            prefetch(d, R.step);
+            prefetch(d, atomic_load(&R.step));
         }
+        unlock_devices();
     }
-    unlock(mode);
+    leave(mode);
 }
 
 /* A call that may use any allocation may write one whose copy out is queued, after the copy
@@ -1369,16 +1569,11 @@ static void take_back_evictions(int d)
         take_back(R.dev[d].evicting);
 }
 
-CUresult lms_call_begin(lms_call *call)
+/* The blocks the call's references reach, under the table lock: returns their devices, and
+ * with pin (the thread holds those devices' locks) holds each for the call. */
+static uint32_t reach(lms_call *call, int pin)
 {
-    if (!swapping() || (call->ref_count == 0 && !call->uses_any))
-        return CUDA_SUCCESS;
-    call->capturing = lms_graph_capturing(call->stream);
-    CUstreamCaptureMode mode = lock();
-    if (call->uses_any && current_device(&call->device) != CUDA_SUCCESS)
-        call->device = -1;
-    if (call->uses_any && call->device >= 0)
-        take_back_evictions(call->device);
+    uint32_t devices = 0;
     for (size_t i = 0; i < call->ref_count; i++) {
         const lms_ref *ref = &call->refs[i];
         lms_block *a = find_containing(ref->addr);
@@ -1388,10 +1583,51 @@ CUresult lms_call_begin(lms_call *call)
          * piece. A range reaches the pieces, and the allocations after, that it overlaps. */
         size_t j = ref->bytes > 1 ? upper_bound(ref->addr) - (a != NULL) : first_piece(a->span);
         for (; ref->bytes > 1 ? j < R.count && R.by_addr[j]->addr < ref->addr + ref->bytes
-                              : in_span(j, a->span); j++)
-            hold(call, R.by_addr[j], !call->capturing && overwrites(ref, R.by_addr[j]));
+                              : in_span(j, a->span); j++) {
+            devices |= DEVICE_BIT(R.by_addr[j]->device);
+            if (pin)
+                hold(call, R.by_addr[j], !call->capturing && overwrites(ref, R.by_addr[j]));
+        }
     }
-    uint64_t step = ++R.step;
+    return devices;
+}
+
+/* Takes the locks of every device the call touches (the current one too, for a call that
+ * uses_any) and pins the allocations it references. */
+static void lock_call(lms_call *call)
+{
+    if (call->uses_any && current_device(&call->device) != CUDA_SUCCESS)
+        call->device = -1;
+    uint32_t devices = call->device >= 0 ? DEVICE_BIT(call->device) : 0;
+    table_lock();
+    devices |= reach(call, 0);
+    table_unlock();
+    for (;;) { /* until no allocation of another device turns up while the locks are taken */
+        lock_devices(devices);
+        table_lock();
+        uint32_t reached = reach(call, 0);
+        if (!(reached & ~devices))
+            break;
+        table_unlock();
+        unlock_devices();
+        devices |= reached;
+    }
+    reach(call, 1);
+    table_unlock();
+    if (call->device >= 0 && ready_device(call->device) != CUDA_SUCCESS)
+        call->device = -1;
+}
+
+CUresult lms_call_begin(lms_call *call)
+{
+    if (!swapping() || (call->ref_count == 0 && !call->uses_any))
+        return CUDA_SUCCESS;
+    call->capturing = lms_graph_capturing(call->stream);
+    CUstreamCaptureMode mode = enter();
+    lock_call(call);
+    if (call->device >= 0)
+        take_back_evictions(call->device);
+    uint64_t step = atomic_fetch_add(&R.step, 1) + 1;
     uint64_t stall_start = lms_stats_now();
     int stalled = 0;
     for (size_t i = 0; i < call->held_count; i++)
@@ -1422,14 +1658,19 @@ CUresult lms_call_begin(lms_call *call)
         for (size_t i = 0; i < call->held_count; i++)
             if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
                 prefetch(call->held[i].alloc->device, step);
-    unlock(mode);
+    unlock_devices();
+    leave(mode);
     return r;
 }
 
 void lms_call_end(lms_call *call, CUresult result)
 {
     if (call->held_count || call->uses_any) {
-        CUstreamCaptureMode mode = lock();
+        CUstreamCaptureMode mode = enter();
+        uint32_t devices = call->device >= 0 ? DEVICE_BIT(call->device) : 0;
+        for (size_t i = 0; i < call->held_count; i++) /* pinned: not released */
+            devices |= DEVICE_BIT(call->held[i].alloc->device);
+        lock_devices(devices);
         /* Captured work runs at cuGraphLaunch, which records its uses then. */
         for (size_t i = 0; i < call->held_count; i++) {
             lms_block *a = call->held[i].alloc;
@@ -1443,7 +1684,8 @@ void lms_call_end(lms_call *call, CUresult result)
             lms_swap_record_use(&R.dev[call->device].unscanned, call->stream);
         if (call->held_count && !call->capturing && swapping() && lms_opt.PREFETCH.value)
             plan_evictions(call->held[0].alloc->device);
-        unlock(mode);
+        unlock_devices();
+        leave(mode);
     }
     if (call->refs != call->inline_refs)
         free(call->refs);
@@ -1488,38 +1730,47 @@ static void lose_device(int d, int gone)
     lms_device *ds = &R.dev[d];
     if (!gone)
         unscanned_done(ds, 1);
+    /* Out of the table first, in their order; dropped (which may wait) without its lock. */
+    lms_block *mine = NULL, **last = &mine;
+    plain_entry *plain = NULL, *e, *tmp;
+    table_lock();
     size_t kept = 0;
     for (size_t i = 0; i < R.count; i++) {
         lms_block *a = R.by_addr[i];
-        if (a->device == d)
-            drop_block(a, gone);
-        else
-            R.by_addr[kept++] = a;
-    }
-    R.count = kept;
-    for (lms_block **p = &R.pending; *p;) {
-        lms_block *a = *p;
         if (a->device == d) {
-            *p = a->next_pending;
-            drop_block(a, gone);
+            *last = a;
+            last = &a->next_pending;
         } else {
-            p = &a->next_pending;
+            R.by_addr[kept++] = a;
         }
     }
-    ds->evicting = ds->evicting_last = NULL;
-    ds->evicting_bytes = 0;
-    R.to_map = NULL; /* nothing evicted since the lock was taken */
-    plain_entry *e, *tmp;
+    R.count = kept;
     HASH_ITER(hh, R.plain, e, tmp) {
         if (e->device != d)
             continue;
         HASH_DEL(R.plain, e);
-        ds->resident -= e->bytes;
-        ds->plain -= e->bytes;
-        ds->demanded -= e->bytes;
+        e->hh.next = plain;
+        plain = e;
+    }
+    table_unlock();
+    *last = ds->pending; /* then the freed ones */
+    ds->pending = NULL;
+    while (mine) {
+        lms_block *a = mine;
+        mine = a->next_pending;
+        drop_block(a, gone);
+    }
+    ds->evicting = ds->evicting_last = NULL;
+    ds->evicting_bytes = 0;
+    ds->to_map = NULL; /* nothing evicted since the lock was taken */
+    for (; plain; plain = tmp) {
+        tmp = plain->hh.next;
+        ds->resident -= plain->bytes;
+        ds->plain -= plain->bytes;
+        ds->demanded -= plain->bytes;
         ds->live--;
-        lms_trace_free(d, e->key, e->bytes);
-        free(e);
+        lms_trace_free(d, plain->key, plain->bytes);
+        free(plain);
     }
     lms_swap_uses_clear(&ds->unscanned, gone);
     lms_swap_backing_context_ends(d, gone);
@@ -1530,35 +1781,41 @@ static void lose_device(int d, int gone)
 
 void lms_residency_context_ends(CUcontext ctx, int gone)
 {
-    CUstreamCaptureMode mode = lock();
-    for (int d = 0; d < LMS_MAX_DEVICES; d++)
+    CUstreamCaptureMode mode = enter();
+    for (int d = 0; d < LMS_MAX_DEVICES; d++) {
+        lock_devices(DEVICE_BIT(d));
         if (R.dev[d].ready && R.dev[d].ctx == ctx)
             lose_device(d, gone);
-    unlock(mode);
+        unlock_devices();
+    }
+    leave(mode);
 }
 
 /* ---- what the program asks of its allocations ---- */
 
 int lms_allocation_at(CUdeviceptr addr, lms_allocation *out)
 {
-    CUstreamCaptureMode mode = lock();
-    const lms_block *a = find_containing(addr);
-    if (a)
+    CUstreamCaptureMode mode = enter();
+    const lms_block *a = lock_block_at(addr);
+    if (a) {
         *out = (lms_allocation){ a->span->base, a->span->size, a->device, R.dev[a->device].ctx };
-    unlock(mode);
+        unlock_devices();
+    }
+    leave(mode);
     return a != NULL;
 }
 
+/* Only the table's: an allocation's base never changes while it is there. */
 size_t lms_allocation_bases(const uint64_t *words, size_t count, uint64_t *bases)
 {
     size_t found = 0;
-    CUstreamCaptureMode mode = lock();
+    table_lock();
     for (size_t i = 0; i < count; i++) {
         const lms_block *a = words[i] ? find_containing((CUdeviceptr)words[i]) : NULL;
         if (a)
             bases[found++] = a->span->base;
     }
-    unlock(mode);
+    table_unlock();
     return found;
 }
 
@@ -1578,24 +1835,42 @@ static CUresult keep_resident(lms_block *a)
 
 CUresult lms_retain_handle(CUmemGenericAllocationHandle *handle, CUdeviceptr addr)
 {
-    CUstreamCaptureMode mode = lock();
-    lms_block *a = find_containing(addr);
+    CUstreamCaptureMode mode = enter();
+    lms_block *a = lock_block_at(addr);
+    int d = a ? a->device : -1;
     CUresult r = !a ? CUDA_ERROR_INVALID_VALUE : a->span->pieces > 1 ? CUDA_ERROR_NOT_SUPPORTED : keep_resident(a);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
         lms_log(LMS_LOG_ERROR, a->device,
                 "cuMemRetainAllocationHandle(0x%llx): LMS_PIECE_MB split that allocation into "
                 "pieces; no one handle holds it",
                 (unsigned long long)addr);
-    if (r == CUDA_SUCCESS && (a = find_containing(addr))) /* restore may release the lock */
+    if (r == CUDA_SUCCESS && (a = block_of_device_at(addr, d))) /* restore may release the locks */
         r = lms_real.cuMemRetainAllocationHandle(handle, (void *)a->addr);
-    unlock(mode);
+    if (d >= 0)
+        unlock_devices();
+    leave(mode);
     return r;
 }
 
 /* ---- start-up, fork, exit ---- */
 
-void lms_residency_fork_lock(void) { pthread_mutex_lock(&R.lock); }
-void lms_residency_fork_unlock(void) { pthread_mutex_unlock(&R.lock); }
+/* Every lock of the residency manager, in the order they nest: the devices', the table's, the
+ * pool's. */
+void lms_residency_fork_lock(void)
+{
+    lock_devices(ALL_DEVICES);
+    table_lock();
+    lms_swap_fork_lock();
+}
+
+void lms_residency_fork_unlock(void)
+{
+    lms_swap_fork_unlock();
+    table_unlock();
+    for (int d = LMS_MAX_DEVICES; d-- > 0;)
+        pthread_mutex_unlock(&R.dev[d].lock);
+    held_devices = 0;
+}
 
 static void at_exit(void)
 {
@@ -1604,6 +1879,8 @@ static void at_exit(void)
 
 void lms_residency_start(void)
 {
+    for (int d = 0; d < LMS_MAX_DEVICES; d++)
+        pthread_mutex_init(&R.dev[d].lock, NULL);
     lms_stats_start();
     atexit(at_exit);
 }

@@ -4,7 +4,9 @@
  * physical handle, so its device pointer never changes while its bytes move between the
  * device and host backing. Smaller ones are real allocations that stay resident. Every
  * launch, copy and memset is bracketed by lms_call_begin/lms_call_end, which make what
- * the call references resident and record when it was last used. One mutex guards it all. */
+ * the call references resident and record when it was last used. Each device has a lock of
+ * its own, so that a wait on one device never stalls calls on another (residency.c says how
+ * the locks nest). */
 #ifndef LMS_PRELOAD_RESIDENCY_H
 #define LMS_PRELOAD_RESIDENCY_H
 
@@ -16,7 +18,8 @@
 void lms_residency_start(void);
 /* Dumps every live allocation (the trace's walk_live callback). */
 void lms_residency_walk_live(void *ctx, const char *reason);
-/* Around fork (preload/fork.c): take and give back the residency lock. */
+/* Around fork (preload/fork.c): take and give back every lock of the residency manager (and
+ * of the host backing pool under it). */
 void lms_residency_fork_lock(void);
 void lms_residency_fork_unlock(void);
 

@@ -6,6 +6,7 @@
 #include "preload/stats.h"
 #include "preload/trace.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 struct lms_backing {
@@ -20,11 +21,23 @@ struct lms_backing {
 };
 
 /* Free backing of every device, and the bytes of backing that hold evicted allocations, that
- * are pooled, and that are being made (lms_swap_backing_reserve to lms_swap_backing_add). */
+ * are pooled, and that are being made (lms_swap_backing_reserve to lms_swap_backing_add).
+ * Every device's threads share them, under pool_lock: held only while the list and the
+ * counts change, never across a driver call. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static lms_backing *pool;
 static size_t in_use, pooled, coming;
 
-size_t lms_swap_host_bytes(void) { return in_use + pooled; }
+size_t lms_swap_host_bytes(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    size_t bytes = in_use + pooled;
+    pthread_mutex_unlock(&pool_lock);
+    return bytes;
+}
+
+void lms_swap_fork_lock(void) { pthread_mutex_lock(&pool_lock); }
+void lms_swap_fork_unlock(void) { pthread_mutex_unlock(&pool_lock); }
 
 /* A failed wait is no proof that the work is done. It is tried once more (a passing failure
  * then succeeds; a failed context, whose work never ends, fails again), and then the whole
@@ -141,20 +154,25 @@ CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHand
 
 int lms_swap_has_backing(int device, size_t bytes)
 {
-    for (const lms_backing *b = pool; b; b = b->next)
-        if (b->bytes == bytes && b->device == device)
-            return 1;
-    return 0;
+    int has = 0;
+    pthread_mutex_lock(&pool_lock);
+    for (const lms_backing *b = pool; b && !has; b = b->next)
+        has = b->bytes == bytes && b->device == device;
+    pthread_mutex_unlock(&pool_lock);
+    return has;
 }
 
 CUresult lms_swap_backing_reserve(int device, size_t bytes, lms_backing **unwanted)
 {
     size_t limit = lms_opt.HOST_LIMIT_MB.value;
-    if (in_use + coming + bytes > limit) {
+    pthread_mutex_lock(&pool_lock);
+    size_t would_use = in_use + coming + bytes;
+    if (would_use > limit) {
+        pthread_mutex_unlock(&pool_lock);
         lms_log(LMS_LOG_ERROR, device,
                 "out of memory: host backing in use would grow to %zu bytes, past LMS_HOST_LIMIT_MB "
                 "(%zu bytes)",
-                in_use + coming + bytes, limit);
+                would_use, limit);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *unwanted = NULL;
@@ -166,6 +184,7 @@ CUresult lms_swap_backing_reserve(int device, size_t bytes, lms_backing **unwant
         *unwanted = b;
     }
     coming += bytes;
+    pthread_mutex_unlock(&pool_lock);
     return CUDA_SUCCESS;
 }
 
@@ -229,6 +248,7 @@ CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_
 
 void lms_swap_backing_add(size_t bytes, lms_backing *b)
 {
+    pthread_mutex_lock(&pool_lock);
     coming -= bytes;
     if (b) {
         b->next = pool;
@@ -236,28 +256,43 @@ void lms_swap_backing_add(size_t bytes, lms_backing *b)
         pooled += bytes;
         lms_stats_host(in_use + pooled);
     }
+    pthread_mutex_unlock(&pool_lock);
 }
 
+/* The device's pieces leave the pool while their copies are waited for, outside its lock. */
 void lms_swap_backing_context_ends(int device, int gone)
 {
+    lms_backing *mine = NULL;
+    pthread_mutex_lock(&pool_lock);
     for (lms_backing **p = &pool; *p;) {
         lms_backing *b = *p;
         if (b->device != device) {
             p = &b->next;
             continue;
         }
+        *p = b->next;
+        pooled -= b->bytes;
+        b->next = mine;
+        mine = b;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    while (mine) {
+        lms_backing *b = mine;
+        mine = b->next;
         if (b->done && !gone) {
             wait_event(b->done);
             lms_real.cuEventDestroy_v2(b->done);
         }
         b->done = NULL;
         if (!b->pinned) {
-            p = &b->next;
+            pthread_mutex_lock(&pool_lock);
+            b->next = pool;
+            pool = b;
+            pooled += b->bytes;
+            pthread_mutex_unlock(&pool_lock);
             continue;
         }
         /* Pinned memory is the context's: the driver frees it with the context. */
-        *p = b->next;
-        pooled -= b->bytes;
         if (!gone)
             lms_real.cuMemFreeHost(b->pinned);
         free(b);
@@ -267,25 +302,30 @@ void lms_swap_backing_context_ends(int device, int gone)
 /* Takes a piece of the pool for an eviction. */
 static lms_backing *backing_take(int device, size_t bytes)
 {
+    lms_backing *b = NULL;
+    pthread_mutex_lock(&pool_lock);
     for (lms_backing **p = &pool; *p; p = &(*p)->next)
         if ((*p)->bytes == bytes && (*p)->device == device) {
-            lms_backing *b = *p;
+            b = *p;
             *p = b->next;
             pooled -= bytes;
             in_use += bytes;
-            return b;
+            break;
         }
-    return NULL;
+    pthread_mutex_unlock(&pool_lock);
+    return b;
 }
 
 /* Back to the pool. A copy that still reads or writes it is ordered before the next one
  * through its done event. */
 static void backing_put(lms_backing *b)
 {
+    pthread_mutex_lock(&pool_lock);
     b->next = pool;
     pool = b;
     in_use -= b->bytes;
     pooled += b->bytes;
+    pthread_mutex_unlock(&pool_lock);
 }
 
 /* ---- last uses ---- */
@@ -394,7 +434,7 @@ CUresult lms_swap_out_begin(lms_device *dev, lms_block *a, lms_uses *unscanned)
 {
     lms_backing *b = backing_take(a->device, a->padded);
     if (!b)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_ERROR_NOT_READY;
     /* The copy waits for the last use on every stream, and for a restore still reading the
      * piece on the copy-in stream. */
     CUresult r = wait_uses(dev->copy_out, &a->uses);
@@ -440,9 +480,10 @@ CUresult lms_swap_out_finish(lms_block *a)
     return r;
 }
 
-void lms_swap_backing_take(lms_block *a)
+int lms_swap_backing_take(lms_block *a)
 {
     a->back = backing_take(a->device, a->padded);
+    return a->back != NULL;
 }
 
 void lms_swap_backing_give_back(lms_block *a)

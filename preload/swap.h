@@ -1,7 +1,7 @@
 /* Moving one swappable allocation's bytes between its device handle and its host backing,
  * at its fixed address, and knowing when queued work last used it. Only the mechanics: the
- * residency manager decides what moves, keeps the books, and holds its lock around every
- * call here but lms_swap_backing_create.
+ * residency manager decides what moves, keeps the books, and holds the device's lock around
+ * every call here but lms_swap_backing_create.
  *
  * Each device has two copy streams, one per direction, so that evictions, restores and the
  * program's kernels overlap. An eviction is queued, not waited for: its copy out waits on
@@ -14,7 +14,11 @@
  * the copies, and can be mapped at the evicted allocation's address too, so that a kernel
  * reads and writes it there over PCIe: a kernel that uses the allocation behind liblms's
  * back, or a call whose allocations do not all fit on the device. Without host VMM it is a
- * pinned buffer and an evicted allocation's address is left unmapped. */
+ * pinned buffer and an evicted allocation's address is left unmapped.
+ *
+ * The caller holds the lock of the device whose state and allocations a call here touches
+ * (lms_device.lock); the pool of host backing, shared by every device, has a lock of its own
+ * inside this file, taken last. */
 #ifndef LMS_PRELOAD_SWAP_H
 #define LMS_PRELOAD_SWAP_H
 
@@ -22,6 +26,7 @@
 #include "preload/residency.h"
 
 #include <cuda.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,13 +94,14 @@ typedef struct lms_spare_handle {
 } lms_spare_handle;
 
 typedef struct lms_device {
+    pthread_mutex_t lock;   /* guards the rest, its allocations' blocks and its lists */
     int ready;
     size_t total, soft_limit, granularity;
     int host_vmm;
     CUcontext ctx;          /* where its copy streams and liblms's events live */
     CUstream copy_in;       /* restores, in the order queued */
     CUstream copy_out;      /* evictions, in the order queued */
-    CUstream waits;         /* where the host marks an eviction to wait for without the lock */
+    CUstream waits;         /* where the host marks an eviction to wait for without a lock */
     CUevent waited;         /* that mark: lms_swap_out_mark */
     size_t resident;        /* device bytes in use: swappable handles, small and own allocations */
     size_t plain;           /* of which small allocations and the program's own VMM handles */
@@ -107,6 +113,8 @@ typedef struct lms_device {
     lms_policy *policy;     /* what to evict, and what to bring back ahead of need */
     size_t demanded;        /* bytes the program holds, resident or not */
     size_t live;            /* allocations the program holds */
+    lms_block *pending;     /* freed, not yet released */
+    lms_block *to_map;      /* evicted, their backing to map at their address (LMS_MAP_EVICTED) */
 } lms_device;
 
 /* The device's copy streams, in the current context (dev->ctx). */
@@ -115,7 +123,7 @@ CUresult lms_swap_streams_create(lms_device *dev);
 void lms_swap_streams_destroy(lms_device *dev, int gone);
 
 /* An event of the device's own that completes with a's eviction: the host may wait for it with
- * the lock released, while another thread takes the eviction back and its backing's event goes. */
+ * the device's lock released, while another thread takes the eviction back and its backing's event goes. */
 CUresult lms_swap_out_mark(lms_device *dev, const lms_block *a, CUevent *mark);
 
 /* Maps a physical handle at addr with read/write access for the device. */
@@ -123,9 +131,9 @@ CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHand
 
 /* Host backing comes from one pool, by exact size and device. LMS_HOST_LIMIT_MB caps the
  * backing in use (holding evicted allocations); pooled pieces give way to new ones past it.
- * A piece is made outside the residency lock, since a host cuMemCreate takes ~50 ms per
- * 256 MiB: with the lock, lms_swap_backing_reserve; without, lms_swap_backing_create; with
- * it again, lms_swap_backing_add, whatever create returned. */
+ * A piece is made with no device lock held, since a host cuMemCreate takes ~50 ms per
+ * 256 MiB: with the locks, lms_swap_backing_reserve; without, lms_swap_backing_create; with
+ * them again, lms_swap_backing_add, whatever create returned. */
 int lms_swap_has_backing(int device, size_t bytes);
 /* Counts `bytes` as coming, and takes out the pooled pieces (*unwanted) that would push the
  * backing past the cap; CUDA_ERROR_OUT_OF_MEMORY when the backing in use would pass it. */
@@ -135,8 +143,9 @@ CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_
                                  lms_backing **out);
 /* Puts what create made (if anything) into the pool; the bytes are no longer coming. */
 void lms_swap_backing_add(size_t bytes, lms_backing *b);
-/* A piece of the pool for a (there must be one: lms_swap_has_backing), as a->back. */
-void lms_swap_backing_take(lms_block *a);
+/* A piece of the pool for a, as a->back; returns 0 when there is none (another device's
+ * lms_swap_backing_reserve may have released the one lms_swap_has_backing saw). */
+int lms_swap_backing_take(lms_block *a);
 /* a's piece goes back to the pool. A copy still queued with it is ordered before the next. */
 void lms_swap_backing_give_back(lms_block *a);
 /* The device's context ends: the events of its pooled pieces go (with gone, they went with
@@ -144,8 +153,8 @@ void lms_swap_backing_give_back(lms_block *a);
  * are the context's memory; host-located VMM pieces stay. Every piece must be in the pool. */
 void lms_swap_backing_context_ends(int device, int gone);
 
-/* Queues the copy of a resident allocation into a piece of the pool (out of memory when there
- * is none: see lms_swap_has_backing) on the copy-out stream, after its last uses and those of
+/* Queues the copy of a resident allocation into a piece of the pool (CUDA_ERROR_NOT_READY
+ * when there is none: see lms_swap_has_backing) on the copy-out stream, after its last uses and those of
  * `unscanned`. a->back then holds the piece; a keeps its device handle, mapped. On failure
  * nothing is queued and a is as it was. */
 CUresult lms_swap_out_begin(lms_device *dev, lms_block *a, lms_uses *unscanned);
@@ -185,5 +194,8 @@ void lms_swap_release(lms_block *a, int gone);
 
 /* Bytes of host backing, in use or pooled. */
 size_t lms_swap_host_bytes(void);
+/* Around fork (the residency manager's fork lock): take and give back the pool's lock. */
+void lms_swap_fork_lock(void);
+void lms_swap_fork_unlock(void);
 
 #endif

@@ -136,7 +136,7 @@ static inline void lms_trace_launch_uses(const char *kernel, uint64_t stream, ui
 }
 
 /* The dump of live allocations, written by the walk_live function above (always with the
- * library's table locked first, then these: one lock order). The dump goes into the trace
+ * library's locks taken first, then these: one lock order). The dump goes into the trace
  * when one is recorded, else to stderr as a table. Thread-safe; dumps do not interleave. */
 struct lms_trace_live {
     int device;
