@@ -86,14 +86,20 @@ const lms_iteration_uses *lms_iteration_find(const lms_iteration *it, lms_alloc_
     return s ? &it->uses[s->value] : NULL;
 }
 
-uint64_t lms_iteration_until_next(const lms_iteration *it, const lms_iteration_uses *uses,
-                                  uint64_t position, int *used_here)
+size_t lms_iteration_first_use(const lms_iteration_uses *uses, uint64_t position)
 {
-    size_t lo = 0, hi = uses->count;   /* the first use at or after position */
+    size_t lo = 0, hi = uses->count;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (uses->positions[mid] < position) lo = mid + 1; else hi = mid;
     }
+    return lo;
+}
+
+uint64_t lms_iteration_until_next(const lms_iteration *it, const lms_iteration_uses *uses,
+                                  uint64_t position, int *used_here)
+{
+    size_t lo = lms_iteration_first_use(uses, position);
     *used_here = lo < uses->count && uses->positions[lo] == position;
     size_t next = lo + (size_t)*used_here;
     return next < uses->count ? uses->positions[next] - position

@@ -46,6 +46,10 @@ size_t lms_iteration_step_size(const lms_iteration *it, uint64_t position);
 /* Where an allocation is used; NULL when the iteration never uses it. */
 const lms_iteration_uses *lms_iteration_find(const lms_iteration *it, lms_alloc_id id);
 
+/* The index in uses->positions of the allocation's first use at or after `position`;
+ * uses->count when it has none there. */
+size_t lms_iteration_first_use(const lms_iteration_uses *uses, uint64_t position);
+
 /* Steps from `position` to the allocation's next use after it: 1 to length (its use at the
  * same position an iteration later). *used_here says whether it is used at `position`. */
 uint64_t lms_iteration_until_next(const lms_iteration *it, const lms_iteration_uses *uses,

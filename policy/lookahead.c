@@ -416,7 +416,7 @@ static size_t lookahead_prefetch(lms_policy *policy, uint64_t next_step, size_t 
  * it by more than a sixteenth: not on every small allocation the caller makes. */
 static int plan_fits(const lms_plan *plan, size_t capacity)
 {
-    return plan->made && capacity <= plan->capacity + plan->capacity / 16 && capacity >= plan->capacity;
+    return plan->evicts && capacity <= plan->capacity + plan->capacity / 16 && capacity >= plan->capacity;
 }
 
 static int make_plan(lookahead *lk, size_t capacity)

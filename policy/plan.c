@@ -87,13 +87,12 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
         lms_plan_free(plan);
         return 0;
     }
-    plan->made = 1;
     return 1;
 }
 
 int lms_plan_applies(const lms_plan *plan)
 {
-    return plan->made && !plan->overfilled;
+    return plan->evicts && !plan->overfilled;
 }
 
 int lms_plan_evicts_after(const lms_plan *plan, const lms_iteration *it, const lms_iteration_uses *uses,
@@ -101,11 +100,7 @@ int lms_plan_evicts_after(const lms_plan *plan, const lms_iteration *it, const l
 {
     if (!lms_plan_applies(plan))
         return 0;
-    size_t lo = 0, hi = uses->count;   /* the use at position, if any */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (uses->positions[mid] < position) lo = mid + 1; else hi = mid;
-    }
+    size_t lo = lms_iteration_first_use(uses, position);
     return lo < uses->count && uses->positions[lo] == position &&
            plan->evicts[(size_t)(uses->positions - it->positions) + lo];
 }

@@ -16,9 +16,9 @@
 #include <stdint.h>
 
 typedef struct lms_plan {
-    uint8_t *evicts;     /* per use, in the iteration's positions order: evicted after it */
+    uint8_t *evicts;     /* per use, in the iteration's positions order: evicted after it;
+                            NULL until the plan is made */
     uint64_t capacity;   /* bytes it was made for */
-    int made;
     int overfilled;      /* a step needs more than the capacity */
 } lms_plan;
 
