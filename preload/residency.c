@@ -662,21 +662,31 @@ static size_t coming_back(int d)
     return bytes;
 }
 
-/* Before the host waits for device d's oldest eviction while it holds the locks of other
- * devices too (a call on several devices): the copy is waited for with every lock released,
- * on a mark of d's own (lms_swap_out_mark), so that those devices' calls go on meanwhile.
- * The caller then reaps with the locks held again, at once, and looks afresh. */
-static void await_eviction_unlocked(int d)
+/* Waits for device d's oldest eviction with every lock the thread holds released, on a mark
+ * of d's own (lms_swap_out_mark), so that other threads' calls go on meanwhile, and takes the
+ * locks again: the caller reaps and looks afresh. Returns the wait's result;
+ * CUDA_ERROR_NOT_READY when nothing is in flight or no mark could be made. */
+static CUresult await_eviction_unlocked(int d)
 {
     lms_device *ds = &R.dev[d];
     CUevent mark;
-    if (held_devices == DEVICE_BIT(d) || !ds->evicting ||
-        lms_swap_out_mark(ds, ds->evicting, &mark) != CUDA_SUCCESS)
-        return;
+    CUresult r = ds->evicting ? lms_swap_out_mark(ds, ds->evicting, &mark) : CUDA_ERROR_NOT_READY;
+    if (r != CUDA_SUCCESS)
+        return r;
     uint32_t held = held_devices;
     unlock_devices();
-    lms_real.cuEventSynchronize(mark);
+    r = lms_real.cuEventSynchronize(mark);
     lock_devices(held);
+    return r;
+}
+
+/* Before the host waits for device d's memory, which it may do with d's lock held: a call that
+ * holds other devices' locks too (a call on several devices) waits for the copy without them,
+ * so that those devices' calls go on meanwhile. */
+static void await_eviction_alone(int d)
+{
+    if (held_devices != DEVICE_BIT(d))
+        await_eviction_unlocked(d);
 }
 
 /* Frees device memory until `bytes` more fit under the soft limit of device d: what is free
@@ -714,7 +724,7 @@ static CUresult make_room(int d, size_t bytes, const char *reason, int wait,
         }
         if (!wait)
             return CUDA_ERROR_NOT_READY;
-        await_eviction_unlocked(d);
+        await_eviction_alone(d);
         if (reap_evictions(d, 1) || reap_pending(d, 1) > 0)
             continue;
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -739,7 +749,7 @@ static int evict_for_retry(int d)
             if (r != CUDA_ERROR_NOT_FOUND)
                 return 0;
         }
-        await_eviction_unlocked(d);
+        await_eviction_alone(d);
         return reap_evictions(d, 1) || reap_pending(d, 1) > 0;
     }
 }
@@ -1542,14 +1552,7 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
         for (const lms_block *a = ds->evicting; a; a = a->next_evicting)
             older++;
         while (older > 0 && ds->evicting && !awaited_done(what)) {
-            CUevent mark;
-            if (lms_swap_out_mark(ds, ds->evicting, &mark) != CUDA_SUCCESS)
-                break;
-            unlock_devices();
-            leave(mode);
-            CUresult waited = lms_real.cuEventSynchronize(mark);
-            mode = enter();
-            lock_devices(DEVICE_BIT(d));
+            CUresult waited = await_eviction_unlocked(d);
             size_t finished = ds->ready ? (size_t)reap_evictions(d, 0) : 0;
             if (waited != CUDA_SUCCESS || finished == 0)
                 break;

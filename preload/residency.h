@@ -66,6 +66,11 @@ typedef struct lms_call {
     lms_held inline_held[LMS_CALL_INLINE];
 } lms_call;
 
+/* The program is about to wait for the device: the evictions in flight finish meanwhile, and
+ * what the policy names comes back into the room they free, instead of when the program's next
+ * call needs it. */
+void lms_host_waits(int (*awaited_done)(void *what), void *what);
+
 void lms_call_init(lms_call *call, CUstream stream, const char *what);
 /* Any value may be given: words that point nowhere are ignored. */
 void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_write);
@@ -74,11 +79,6 @@ void lms_call_ref(lms_call *call, CUdeviceptr addr, size_t bytes, int whole_writ
  * A call that uses_any holds off every unmap until it has completed. On failure
  * (CUDA_ERROR_OUT_OF_MEMORY when host memory runs out, or without host VMM when nothing
  * evictable is left) the call must not be issued; lms_call_end still has to be called. */
-/* The program is about to wait for the device: the evictions in flight finish meanwhile, and
- * what the policy names comes back into the room they free, instead of when the program's next
- * call needs it. */
-void lms_host_waits(int (*awaited_done)(void *what), void *what);
-
 CUresult lms_call_begin(lms_call *call);
 /* The driver answered the call CUDA_ERROR_OUT_OF_MEMORY (it needs memory of its own, below
  * the soft limit): frees some device memory, as for an allocation. Returns 0 when nothing is

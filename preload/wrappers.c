@@ -419,20 +419,15 @@ LMS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 static int stream_done(void *stream) { return lms_real.cuStreamQuery((CUstream)stream) == CUDA_SUCCESS; }
 static int event_done(void *event) { return lms_real.cuEventQuery((CUevent)event) == CUDA_SUCCESS; }
 
-/* While the program waits, liblms finishes its evictions and starts its restores. */
-LMS_EXPORT CUresult cuStreamSynchronize(CUstream stream)
+/* While the program waits, liblms finishes its evictions and starts its restores. Stream 0 of
+ * the per-thread variant is the thread's default stream: that is the one waited for. */
+static CUresult cuStreamSynchronize_impl(__typeof__(cuStreamSynchronize) *real, int per_thread, CUstream stream)
 {
     if (!lms_passing_through())
-        lms_host_waits(stream_done, stream);
-    return lms_real.cuStreamSynchronize(stream);
+        lms_host_waits(stream_done, stream_of(per_thread, stream));
+    return real(stream);
 }
-
-LMS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
-{
-    if (!lms_passing_through())
-        lms_host_waits(stream_done, stream);
-    return lms_real.cuStreamSynchronize_ptsz(stream);
-}
+LMS_TWIN(cuStreamSynchronize, _ptsz, (CUstream stream), stream)
 
 LMS_EXPORT CUresult cuEventSynchronize(CUevent event)
 {
