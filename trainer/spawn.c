@@ -110,10 +110,10 @@ int spawn_ranks(Config *cfg, int visible, char **argv, char *err, size_t errlen)
     exe[len > 0 ? len : 0] = '\0';
     /* The preloaded libraries (liblms) go to the ranks alone: in mpirun they would count
      * nothing, print empty statistics and take the name of this process's files (%p). */
-    int no_preload = getenv("LD_PRELOAD") && asprintf(&preload, "LD_PRELOAD=%s", getenv("LD_PRELOAD")) < 0;
-    if (no_preload) preload = NULL; /* asprintf leaves it undefined */
+    int preload_failed = getenv("LD_PRELOAD") && asprintf(&preload, "LD_PRELOAD=%s", getenv("LD_PRELOAD")) < 0;
+    if (preload_failed) preload = NULL; /* asprintf leaves it undefined */
     char *devices = cfg->sim ? NULL : rank_devices(cfg);
-    char **args = len > 0 && !no_preload ? mpirun_argv(cfg->ngpus, preload, exe, argv, count, sizeof count) : NULL;
+    char **args = len > 0 && !preload_failed ? mpirun_argv(cfg->ngpus, preload, exe, argv, count, sizeof count) : NULL;
     if (args && (cfg->sim || (devices && !setenv(RANK_DEVICES, devices, 1)))) {
         unsetenv("LD_PRELOAD");
         fflush(NULL);
