@@ -109,9 +109,9 @@ static sim_ns schedule_memset_locked(sim_timeline *t, const cd_op *op, sim_ns re
 {
     const sim_calibration *cal = sim_calibration_now();
     double bytes = (double)op->u.memset.count * op->u.memset.element_size * op->u.memset.height;
-    double rate = cd_memory_kind_locked(op->u.memset.dst) == CD_MEMORY_DEVICE
-                      ? cal->memset_rate : cal->zero_copy_bytes;
-    return sim_timeline_compute(t, ready, cal->copy_latency_ns + bytes / rate * 1e9, start);
+    if (cd_memory_kind_locked(op->u.memset.dst) != CD_MEMORY_DEVICE) /* written over the link */
+        return sim_timeline_zero_copy(t, ready, cal->copy_latency_ns, bytes, 0, start);
+    return sim_timeline_compute(t, ready, cal->copy_latency_ns + bytes / cal->memset_rate * 1e9, start);
 }
 
 void cd_schedule_locked(cd_stream *s, cd_op *op)
@@ -125,7 +125,8 @@ void cd_schedule_locked(cd_stream *s, cd_op *op)
     case CD_OP_KERNEL: {
         double flops, device_bytes, host_bytes;
         cd_kernel_price_locked(op, &flops, &device_bytes, &host_bytes);
-        end = sim_timeline_compute(t, ready, sim_kernel_ns(flops, device_bytes, host_bytes), &start);
+        /* Its host bytes go half each way: a cost function does not tell reads from writes. */
+        end = sim_timeline_zero_copy(t, ready, sim_kernel_ns(flops, device_bytes), host_bytes, 0.5, &start);
         break;
     }
     case CD_OP_COPY:

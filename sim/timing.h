@@ -6,7 +6,7 @@
  * have been reached and the engine it needs is free, and it ends after its modelled
  * duration. Each device has one compute engine (kernels, device-to-device copies and
  * memsets, one at a time: real kernels may overlap, the model does not) and a copy engine
- * per direction. The host clock advances by the modelled cost of each driver call, and
+ * per direction, which share the PCIe link with the work that reaches host memory. The host clock advances by the modelled cost of each driver call, and
  * calls that wait move it to the completion time of what they wait for; the host's own
  * computing between calls is not counted, so that results do not depend on the machine. */
 #ifndef LMS_SIM_TIMING_H
@@ -18,9 +18,10 @@
 
 typedef uint64_t sim_ns;
 
-/* A copy overlaps the other direction's last copy, itself in at most four pieces of
- * constant rate, so it has at most eight. */
-#define SIM_COPY_SEGMENTS 8
+/* A transfer overlaps the last transfer of each other user of the link, each in at most
+ * SIM_LINK_SEGMENTS pieces of constant rate; pieces beyond are dropped (the link then looks
+ * free there), which only a transfer spanning many others' would need. */
+#define SIM_LINK_SEGMENTS 16
 
 typedef enum sim_engine {
     SIM_ENGINE_COMPUTE,
@@ -29,16 +30,22 @@ typedef enum sim_engine {
     SIM_ENGINE_COUNT
 } sim_engine;
 
+/* The PCIe link's users: a copy engine per direction, and work on the compute engine that
+ * reaches host memory (zero-copy). */
+enum { SIM_LINK_H2D, SIM_LINK_D2H, SIM_LINK_ZERO_COPY, SIM_LINK_USERS };
+
+/* The rate over time of a user's last transfer, and the share of it in each direction. */
+typedef struct sim_link_profile {
+    int count;
+    double share[2];     /* H2D, D2H */
+    struct { double start, end, rate; } segment[SIM_LINK_SEGMENTS];
+} sim_link_profile;
+
 /* One device's engines. */
 typedef struct sim_timeline {
     sim_ns free_at[SIM_ENGINE_COUNT];
     sim_ns busy_ns[SIM_ENGINE_COUNT];
-    /* The rates of the last copy scheduled in each direction (H2D, D2H) over time, so that
-     * a copy in the other direction that overlaps it shares the link. */
-    struct sim_copy_profile {
-        int count;
-        struct { double start, end, rate; } segment[SIM_COPY_SEGMENTS];
-    } last_copy[2];
+    sim_link_profile last[SIM_LINK_USERS];
 } sim_timeline;
 
 /* The calibration in force (the H100's). */
@@ -49,15 +56,23 @@ const sim_calibration *sim_calibration_now(void);
 sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, sim_ns *start);
 
 /* Schedules a copy of `bytes` on a copy engine (SIM_ENGINE_H2D or _D2H) at `rate` when it
- * has the link to itself. Where it overlaps the last copy scheduled in the other direction,
- * it gets what that one leaves of the bidirectional bandwidth: the copy scheduled first
- * keeps its rate. Returns the end, and the start in *start. */
+ * has the link to itself. Where it overlaps the other direction's last copy, or the last work
+ * that reached host memory, it gets what they leave of its direction and of the
+ * bidirectional bandwidth: what was scheduled first keeps its rate. Returns the end, and the
+ * start in *start. */
 sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, double bytes,
                          double rate, sim_ns *start);
 
-/* A kernel's duration: the roofline of its operations and device bytes at the calibrated
- * efficiency, and its bytes in host-located memory at the zero-copy rate, whichever is
- * longest, and no shorter than the shortest kernel. */
-double sim_kernel_ns(double flops, double device_bytes, double host_bytes);
+/* Schedules work on the compute engine that runs duration_ns at least and moves host_bytes
+ * over the link at no more than the zero-copy rate, share_h2d of them towards the device and
+ * the rest away from it, taking what the copies scheduled before leave. Returns the end, and
+ * the start in *start. */
+sim_ns sim_timeline_zero_copy(sim_timeline *t, sim_ns ready, double duration_ns, double host_bytes,
+                              double share_h2d, sim_ns *start);
+
+/* A kernel's duration on device memory: the roofline of its operations and device bytes at
+ * the calibrated efficiency, and no shorter than the shortest kernel. Its bytes in
+ * host-located memory are sim_timeline_zero_copy's. */
+double sim_kernel_ns(double flops, double device_bytes);
 
 #endif

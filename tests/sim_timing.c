@@ -83,6 +83,64 @@ static void launch_scale(CUstream s, CUdeviceptr data, int n)
     CHECK_CU(cuLaunchKernel(scale, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
 }
 
+/* A kernel that reaches host memory crosses the PCIe link that the copy engines use: its
+ * bytes go half each way (the model cannot tell reads from writes), and the link carries no
+ * more in each direction, nor in both, than its measured rates. Whichever is queued first
+ * keeps its rate; the other gets what it leaves. */
+static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdeviceptr host_located)
+{
+    CUstream s3;
+    CHECK_CU(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
+    CUevent a, kernel_done, in_done, out_done;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&kernel_done, 0));
+    CHECK_CU(cuEventCreate(&in_done, 0));
+    CHECK_CU(cuEventCreate(&out_done, 0));
+    int n = (int)(256 * MIB / sizeof(float)); /* 512 MiB over the link: 256 MiB each way */
+    double each_way_ms = (GIB + 256.0 * MIB) / cal->pinned_h2d * 1e3;
+
+    for (int copy_first = 0; copy_first < 2; copy_first++) {
+        CHECK_CU(cuCtxSynchronize());
+        CHECK_CU(cuEventRecord(a, s1));
+        CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+        if (copy_first)
+            CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+        launch_scale(s1, host_located, n);
+        if (!copy_first)
+            CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+        CHECK_CU(cuEventRecord(kernel_done, s1));
+        CHECK_CU(cuEventRecord(in_done, s2));
+        double kernel_ms = elapsed_ms(a, kernel_done), copy_ms = elapsed_ms(a, in_done);
+        double later_ms = copy_first ? kernel_ms : copy_ms;
+        ok(later_ms >= 0.999 * each_way_ms,
+           "%s: the one queued later ends after %.2f ms, no sooner than 1.25 GiB to the device at "
+           "55 GB/s (%.2f ms; kernel %.2f ms, copy %.2f ms)",
+           copy_first ? "a copy to the device, then a kernel on host memory"
+                      : "a kernel on host memory, then a copy to the device",
+           later_ms, each_way_ms, kernel_ms, copy_ms);
+    }
+
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    CHECK_CU(cuStreamWaitEvent(s3, a, 0));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+    CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB, dev + GIB, GIB, s3));
+    launch_scale(s1, host_located, n);
+    CHECK_CU(cuEventRecord(kernel_done, s1));
+    CHECK_CU(cuEventRecord(in_done, s2));
+    CHECK_CU(cuEventRecord(out_done, s3));
+    double last_ms = elapsed_ms(a, kernel_done);
+    double in_ms = elapsed_ms(a, in_done), out_ms = elapsed_ms(a, out_done);
+    last_ms = last_ms > in_ms ? last_ms : in_ms;
+    last_ms = last_ms > out_ms ? last_ms : out_ms;
+    double both_ms = (2.0 * GIB + 512.0 * MIB) / cal->pinned_bidirectional * 1e3;
+    ok(last_ms >= 0.999 * both_ms,
+       "a copy each way and a kernel on host memory end after %.2f ms, no sooner than 2.5 GiB "
+       "at the link's bidirectional 93.7 GB/s (%.2f ms)", last_ms, both_ms);
+    CHECK_CU(cuStreamDestroy_v2(s3));
+}
+
 /* How long a scale kernel over n elements at data runs: on an idle stream it starts once the
  * host has paid for its launch. */
 static double kernel_ms(CUdeviceptr data, int n)
@@ -295,10 +353,11 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(19);
+    plan(22);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_kernels(dev, host_located);
+    test_zero_copy_shares_link(dev, pinned, host_located);
     test_ordering_and_waits(dev, pinned, pageable);
     free(pageable);
     test_report();
