@@ -118,6 +118,7 @@ void cd_schedule_locked(cd_stream *s, cd_op *op)
 {
     sim_timeline *t = &cd.devices[s->ctx->device].timeline;
     sim_ns queued = cd_host_now();
+    sim_timeline_forget_before(t, queued);
     sim_ns ready = later(later(queued, s->vt_end), legacy_ready_locked(s)), start = ready;
     sim_ns end = ready;
     sim_engine engine = SIM_ENGINE_COMPUTE;

@@ -1,6 +1,9 @@
 /* The simulated GPU's clocks (timing.h). */
 #include "sim/timing.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 const sim_calibration *sim_calibration_now(void)
 {
     return &sim_calibration_h100;
@@ -20,59 +23,75 @@ sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, s
     return end;
 }
 
-/* A profile's rate at time `at`, and when it next changes (-1: never). */
-static double rate_at(const sim_link_profile *p, double at, double *changes)
+/* Makes a point at time x, carrying the load of the segment it falls in (idle after the last
+ * point); returns its index, or -1 when memory is short. */
+static int point_at(sim_timeline *t, double x)
 {
-    *changes = -1;
-    for (int i = 0; i < p->count; i++) {
-        if (at < p->segment[i].start) {
-            *changes = p->segment[i].start;
-            return 0;
-        }
-        if (at < p->segment[i].end) {
-            *changes = p->segment[i].end;
-            return p->segment[i].rate;
-        }
+    int i = t->link_count;
+    while (i > 0 && t->link[i - 1].at > x)
+        i--;
+    if (i > 0 && t->link[i - 1].at == x)
+        return i - 1;
+    if (t->link_count == t->link_cap) {
+        int cap = t->link_cap ? 2 * t->link_cap : 64;
+        sim_link_point *grown = realloc(t->link, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        t->link = grown;
+        t->link_cap = cap;
     }
-    return 0;
+    memmove(&t->link[i + 1], &t->link[i], (size_t)(t->link_count - i) * sizeof *t->link);
+    t->link[i] = (sim_link_point){x, {0, 0}};
+    if (i > 0) {
+        t->link[i].rate[0] = t->link[i - 1].rate[0];
+        t->link[i].rate[1] = t->link[i - 1].rate[1];
+    }
+    t->link_count++;
+    return i;
 }
 
-/* Moves `bytes` from time `from` for user `me`, at no more than `rate`, through what the
- * link's other users' last transfers leave: of each direction its capacity, of both the
- * bidirectional bandwidth. Records the transfer as me's last and returns its end. */
-static double transfer(sim_timeline *t, int me, double from, double bytes, double rate)
+void sim_timeline_forget_before(sim_timeline *t, sim_ns now)
+{
+    int gone = 0;
+    while (gone + 1 < t->link_count && t->link[gone + 1].at <= (double)now)
+        gone++;
+    memmove(t->link, t->link + gone, (size_t)(t->link_count - gone) * sizeof *t->link);
+    t->link_count -= gone;
+}
+
+/* Moves `bytes` from time `from`, share[d] of them in direction d, at no more than `rate`,
+ * through what the transfers scheduled before leave: of each direction its capacity, of both
+ * the bidirectional bandwidth. Adds itself to the link's load; returns its end. */
+static double transfer(sim_timeline *t, const double share[2], double from, double bytes, double rate)
 {
     const sim_calibration *cal = sim_calibration_now();
     const double capacity[2] = {cal->pinned_h2d, cal->pinned_d2h};
-    sim_link_profile *mine = &t->last[me];
-    mine->count = 0;
     double now = from, left = bytes;
+    int i = point_at(t, now);
     while (left > 0) {
-        double used[2] = {0, 0}, until = -1;
-        for (int u = 0; u < SIM_LINK_USERS; u++) {
-            if (u == me)
-                continue;
-            double changes, r = rate_at(&t->last[u], now, &changes);
-            used[0] += r * t->last[u].share[0];
-            used[1] += r * t->last[u].share[1];
-            if (changes >= 0 && (until < 0 || changes < until))
-                until = changes;
-        }
+        const double *used = i >= 0 ? t->link[i].rate : (const double[2]){0, 0};
+        double until = i >= 0 && i + 1 < t->link_count ? t->link[i + 1].at : -1;
         double r = rate, both = cal->pinned_bidirectional - used[0] - used[1];
         if (both < r)
             r = both;
-        for (int dir = 0; dir < 2; dir++)
-            if (mine->share[dir] > 0 && (capacity[dir] - used[dir]) / mine->share[dir] < r)
-                r = (capacity[dir] - used[dir]) / mine->share[dir];
-        if (r <= 0) { /* the others hold the link until they change */
+        for (int d = 0; d < 2; d++)
+            if (share[d] > 0 && (capacity[d] - used[d]) / share[d] < r)
+                r = (capacity[d] - used[d]) / share[d];
+        if (r <= 0) { /* taken until the load changes */
             now = until;
+            i++;
             continue;
         }
         double can = until < 0 ? left : (until - now) * r / 1e9;
         double end = can >= left ? now + left / r * 1e9 : until;
         left = can >= left ? 0 : left - can;
-        if (mine->count < SIM_LINK_SEGMENTS)
-            mine->segment[mine->count++] = (__typeof__(mine->segment[0])){now, end, r};
+        if (i >= 0 && (until < 0 || end < until) && point_at(t, end) < 0)
+            i = -1; /* no memory for the load: priced, not recorded */
+        if (i >= 0) {
+            t->link[i].rate[0] += r * share[0];
+            t->link[i].rate[1] += r * share[1];
+            i++;
+        }
         now = end;
     }
     return now;
@@ -82,11 +101,9 @@ sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, doubl
                          double rate, sim_ns *start)
 {
     const sim_calibration *cal = sim_calibration_now();
-    int me = engine == SIM_ENGINE_H2D ? SIM_LINK_H2D : SIM_LINK_D2H;
-    t->last[me].share[0] = me == SIM_LINK_H2D;
-    t->last[me].share[1] = me == SIM_LINK_D2H;
+    const double share[2] = {engine == SIM_ENGINE_H2D, engine == SIM_ENGINE_D2H};
     *start = later(ready, t->free_at[engine]);
-    sim_ns end = (sim_ns)(transfer(t, me, (double)*start + cal->copy_latency_ns, bytes, rate) + 0.5);
+    sim_ns end = (sim_ns)(transfer(t, share, (double)*start + cal->copy_latency_ns, bytes, rate) + 0.5);
     t->free_at[engine] = end;
     t->busy_ns[engine] += end - *start;
     return end;
@@ -98,10 +115,8 @@ sim_ns sim_timeline_zero_copy(sim_timeline *t, sim_ns ready, double duration_ns,
     *start = later(ready, t->free_at[SIM_ENGINE_COMPUTE]);
     double end = (double)*start + duration_ns;
     if (host_bytes > 0) {
-        t->last[SIM_LINK_ZERO_COPY].share[0] = share_h2d;
-        t->last[SIM_LINK_ZERO_COPY].share[1] = 1 - share_h2d;
-        double moved = transfer(t, SIM_LINK_ZERO_COPY, (double)*start, host_bytes,
-                                sim_calibration_now()->zero_copy_bytes);
+        const double share[2] = {share_h2d, 1 - share_h2d};
+        double moved = transfer(t, share, (double)*start, host_bytes, sim_calibration_now()->zero_copy_bytes);
         end = moved > end ? moved : end;
     }
     return sim_timeline_compute(t, *start, end - (double)*start, start);

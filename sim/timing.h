@@ -18,11 +18,6 @@
 
 typedef uint64_t sim_ns;
 
-/* A transfer overlaps the last transfer of each other user of the link, each in at most
- * SIM_LINK_SEGMENTS pieces of constant rate; pieces beyond are dropped (the link then looks
- * free there), which only a transfer spanning many others' would need. */
-#define SIM_LINK_SEGMENTS 16
-
 typedef enum sim_engine {
     SIM_ENGINE_COMPUTE,
     SIM_ENGINE_H2D,
@@ -30,22 +25,21 @@ typedef enum sim_engine {
     SIM_ENGINE_COUNT
 } sim_engine;
 
-/* The PCIe link's users: a copy engine per direction, and work on the compute engine that
- * reaches host memory (zero-copy). */
-enum { SIM_LINK_H2D, SIM_LINK_D2H, SIM_LINK_ZERO_COPY, SIM_LINK_USERS };
+/* What the PCIe link carries from `at` until the next point: bytes per second towards the
+ * device and away from it, of every transfer scheduled there (copies, and work that reaches
+ * host memory). */
+typedef struct sim_link_point {
+    double at;
+    double rate[2];      /* H2D, D2H */
+} sim_link_point;
 
-/* The rate over time of a user's last transfer, and the share of it in each direction. */
-typedef struct sim_link_profile {
-    int count;
-    double share[2];     /* H2D, D2H */
-    struct { double start, end, rate; } segment[SIM_LINK_SEGMENTS];
-} sim_link_profile;
-
-/* One device's engines. */
+/* One device's engines, and its link's load over time: points in time order, the link idle
+ * after the last. */
 typedef struct sim_timeline {
     sim_ns free_at[SIM_ENGINE_COUNT];
     sim_ns busy_ns[SIM_ENGINE_COUNT];
-    sim_link_profile last[SIM_LINK_USERS];
+    sim_link_point *link;
+    int link_count, link_cap;
 } sim_timeline;
 
 /* The calibration in force (the H100's). */
@@ -56,19 +50,22 @@ const sim_calibration *sim_calibration_now(void);
 sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, sim_ns *start);
 
 /* Schedules a copy of `bytes` on a copy engine (SIM_ENGINE_H2D or _D2H) at `rate` when it
- * has the link to itself. Where it overlaps the other direction's last copy, or the last work
- * that reached host memory, it gets what they leave of its direction and of the
- * bidirectional bandwidth: what was scheduled first keeps its rate. Returns the end, and the
- * start in *start. */
+ * has the link to itself. Where it overlaps the transfers scheduled before it, it gets what
+ * they leave of its direction and of the bidirectional bandwidth: what was scheduled first
+ * keeps its rate. Returns the end, and the start in *start. (Should memory for the link's
+ * load run short, a transfer is priced but not recorded: later ones find the link freer.) */
 sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, double bytes,
                          double rate, sim_ns *start);
 
 /* Schedules work on the compute engine that runs duration_ns at least and moves host_bytes
  * over the link at no more than the zero-copy rate, share_h2d of them towards the device and
- * the rest away from it, taking what the copies scheduled before leave. Returns the end, and
- * the start in *start. */
+ * the rest away from it, taking what the transfers scheduled before leave. Returns the end,
+ * and the start in *start. */
 sim_ns sim_timeline_zero_copy(sim_timeline *t, sim_ns ready, double duration_ns, double host_bytes,
                               double share_h2d, sim_ns *start);
+
+/* Forgets the link's load before `now`: nothing is scheduled to start earlier. */
+void sim_timeline_forget_before(sim_timeline *t, sim_ns now);
 
 /* A kernel's duration on device memory: the roofline of its operations and device bytes at
  * the calibrated efficiency, and no shorter than the shortest kernel. Its bytes in

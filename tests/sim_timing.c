@@ -74,6 +74,32 @@ static void test_both_directions(CUdeviceptr dev, void *pinned)
        "the ends where one direction runs alone)", gbps, cal->pinned_bidirectional / 1e9);
 }
 
+/* Four 256 MiB copies from the device queued first, then one of 1 GiB to it: the copy to the
+ * device overlaps all four, not only the last, and the link carries no more than its
+ * bidirectional total meanwhile. */
+static void test_copies_queued_ahead(CUdeviceptr dev, void *pinned)
+{
+    CUevent a, in_done, out_done;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&in_done, 0));
+    CHECK_CU(cuEventCreate(&out_done, 0));
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    for (int i = 0; i < 4; i++)
+        CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB + i * 256 * MIB, dev + GIB + i * 256 * MIB,
+                                      256 * MIB, s2));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s1));
+    CHECK_CU(cuEventRecord(in_done, s1));
+    CHECK_CU(cuEventRecord(out_done, s2));
+    double in_ms = elapsed_ms(a, in_done), out_ms = elapsed_ms(a, out_done);
+    double last_ms = in_ms > out_ms ? in_ms : out_ms;
+    double both_ms = 2.0 * GIB / cal->pinned_bidirectional * 1e3;
+    ok(last_ms >= 0.999 * both_ms,
+       "four copies out queued ahead of one copy in: 2 GiB in %.2f ms, no sooner than at the "
+       "link's bidirectional 93.7 GB/s (%.2f ms; in %.2f ms, out %.2f ms)", last_ms, both_ms, in_ms, out_ms);
+}
+
 static CUfunction scale;
 
 static void launch_scale(CUstream s, CUdeviceptr data, int n)
@@ -353,9 +379,10 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(22);
+    plan(23);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
+    test_copies_queued_ahead(dev, pinned);
     test_kernels(dev, host_located);
     test_zero_copy_shares_link(dev, pinned, host_located);
     test_ordering_and_waits(dev, pinned, pageable);
