@@ -13,7 +13,7 @@
 #define MS 1e6
 
 const sim_calibration sim_calibration_h100 = {
-    .version = "h100-2026-11-26.2",
+    .version = "h100-2026-11-26.3",
 
     .pinned_h2d = 55.0 * GB,            /* measured: pinned host -> device */
     .pinned_d2h = 55.0 * GB,            /* measured: device -> pinned host */

@@ -124,10 +124,10 @@ void cd_schedule_locked(cd_stream *s, cd_op *op)
     sim_engine engine = SIM_ENGINE_COMPUTE;
     switch (op->kind) {
     case CD_OP_KERNEL: {
-        double flops, device_bytes, host_bytes;
-        cd_kernel_price_locked(op, &flops, &device_bytes, &host_bytes);
-        /* Its host bytes go half each way: a cost function does not tell reads from writes. */
-        end = sim_timeline_zero_copy(t, ready, sim_kernel_ns(flops, device_bytes), host_bytes, 0.5, &start);
+        double flops, device_bytes, host_bytes, host_written;
+        cd_kernel_price_locked(op, &flops, &device_bytes, &host_bytes, &host_written);
+        end = sim_timeline_zero_copy(t, ready, sim_kernel_ns(flops, device_bytes), host_bytes,
+                                     host_bytes > 0 ? 1 - host_written / host_bytes : 0, &start);
         break;
     }
     case CD_OP_COPY:

@@ -222,19 +222,23 @@ static void cost_of(const cd_op *op, launch_cost *lc)
 
 /* A pointer parameter's bytes are priced where the pointer points: a kernel reaches
  * host-located and pinned memory over the bus, at the zero-copy rate. */
-void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes)
+void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes,
+                            double *host_written)
 {
     launch_cost lc;
     cost_of(op, &lc);
     *flops = lc.cost.flops;
-    *device_bytes = *host_bytes = 0;
+    *device_bytes = *host_bytes = *host_written = 0;
     for (int i = 0; i < lc.count; i++) {
         if (lc.cost.bytes[i] <= 0)
             continue;
-        if (lc.pointers[i] && cd_memory_kind_locked(lc.pointers[i]) != CD_MEMORY_DEVICE)
+        if (lc.pointers[i] && cd_memory_kind_locked(lc.pointers[i]) != CD_MEMORY_DEVICE) {
+            double written = lc.cost.written[i] < lc.cost.bytes[i] ? lc.cost.written[i] : lc.cost.bytes[i];
             *host_bytes += lc.cost.bytes[i];
-        else
+            *host_written += written > 0 ? written : 0;
+        } else {
             *device_bytes += lc.cost.bytes[i];
+        }
     }
 }
 

@@ -493,6 +493,7 @@ typedef enum cd_memory_kind { CD_MEMORY_DEVICE, CD_MEMORY_PINNED, CD_MEMORY_PAGE
 cd_memory_kind cd_memory_kind_locked(uintptr_t ptr);
 /* A launch's floating-point operations and its bytes in device and in host memory, from its
  * kernel's cost function and where each pointer parameter points. */
-void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes);
+void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes,
+                            double *host_written);
 
 #endif

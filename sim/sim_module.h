@@ -8,8 +8,8 @@
  * sizes say (C alignment rules, as sim.h describes for registered kernels).
  *
  * The cost function tells the timing model what a launch costs: its floating-point
- * operations, and the bytes it moves through each pointer parameter, so that bytes in
- * host-located memory can be priced at the zero-copy rate. It is called on the host at
+ * operations, and the bytes it reads and writes through each pointer parameter, so that bytes
+ * in host-located memory can be priced at the zero-copy rate, each in its direction. It is called on the host at
  * launch with the launch's parameters; it must not touch device memory (in timing-only mode
  * nothing is ever there). NULL prices the kernel as an empty launch.
  *
@@ -25,12 +25,15 @@
  * (extern "C" in C++). The name is not the type's: C and C++ refuse a variable named like a
  * typedef in the same scope. */
 #define SIM_MODULE_SYMBOL "sim_module_table"
-#define SIM_MODULE_ABI 1
+#define SIM_MODULE_ABI 2
 #define SIM_MAX_KERNEL_PARAMS 32
 
 typedef struct sim_kernel_cost {
     double flops;                          /* fp32 operations */
     double bytes[SIM_MAX_KERNEL_PARAMS];   /* bytes read and written through parameter i */
+    double written[SIM_MAX_KERNEL_PARAMS]; /* of those, the bytes written: in host memory they
+                                              cross the link away from the device, the rest
+                                              towards it */
 } sim_kernel_cost;
 
 typedef void (*sim_cost_fn)(const sim_launch *launch, sim_kernel_cost *cost);

@@ -25,6 +25,7 @@ static void scale_cost(const sim_launch *launch, sim_kernel_cost *cost)
     int n = *(int *)launch->params[2];
     cost->flops = n;
     cost->bytes[0] = 2.0 * sizeof(float) * n;
+    cost->written[0] = sizeof(float) * (double)n; /* in place: each value read, then written */
 }
 
 /* slow_store(int *out, int value): *out = value, after 200 ms. */

@@ -109,10 +109,10 @@ static void launch_scale(CUstream s, CUdeviceptr data, int n)
     CHECK_CU(cuLaunchKernel(scale, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
 }
 
-/* A kernel that reaches host memory crosses the PCIe link that the copy engines use: its
- * bytes go half each way (the model cannot tell reads from writes), and the link carries no
- * more in each direction, nor in both, than its measured rates. Whichever is queued first
- * keeps its rate; the other gets what it leaves. */
+/* A kernel that reaches host memory crosses the PCIe link that the copy engines use: what it
+ * reads comes towards the device, what it writes goes away (the scale kernel, in place, does
+ * half of each), and the link carries no more in each direction, nor in both, than its
+ * measured rates. Whichever is queued first keeps its rate; the other gets what it leaves. */
 static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdeviceptr host_located)
 {
     CUstream s3;
@@ -145,6 +145,19 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
                       : "a kernel on host memory, then a copy to the device",
            later_ms, each_way_ms, kernel_ms, copy_ms);
     }
+
+    /* A memset of host memory only writes: the direction towards the device stays the copy's,
+     * which gets what the bidirectional bandwidth leaves. */
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    CHECK_CU(cuMemsetD32Async(host_located, 0, 256 * MIB / sizeof(float), s1));
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+    CHECK_CU(cuEventRecord(in_done, s2));
+    double copy_ms = elapsed_ms(a, in_done), alone_ms = GIB / cal->pinned_h2d * 1e3;
+    ok(copy_ms > 1.05 * alone_ms && copy_ms < 0.999 * ((GIB + 128.0 * MIB) / cal->pinned_h2d * 1e3),
+       "a copy to the device beside a memset of 256 MiB of host memory takes %.2f ms: longer than "
+       "alone (%.2f ms), shorter than if it carried half the memset's bytes", copy_ms, alone_ms);
 
     CHECK_CU(cuCtxSynchronize());
     CHECK_CU(cuEventRecord(a, s1));
@@ -379,7 +392,7 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(23);
+    plan(24);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_copies_queued_ahead(dev, pinned);

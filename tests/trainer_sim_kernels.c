@@ -103,12 +103,17 @@ static void check_conv_cost(void)
            cost.bytes[4] == 768 * 4,
        "conv_forward: bytes through x, w, b and y are theirs (%g %g %g %g)", cost.bytes[1], cost.bytes[2],
        cost.bytes[3], cost.bytes[4]);
+    ok(cost.written[1] == 0 && cost.written[2] == 0 && cost.written[3] == 0 && cost.written[4] == 768 * 4,
+       "conv_forward: it writes y alone (%g %g %g %g)", cost.written[1], cost.written[2], cost.written[3],
+       cost.written[4]);
 
     pointers[4] = pointers[5] = 0; /* X_DIFF, W_DATA: the bottom takes no gradient */
     launch = layer_launch(&args, pointers, params, 6);
     kernel("conv_backward")->cost(&launch, &cost);
     ok(cost.flops == 2 * flops && cost.bytes[5] == 0 && cost.bytes[6] == 0 && cost.bytes[2] == 768 * 4,
        "conv_backward: twice the flops; nothing through the NULL pointers");
+    ok(cost.written[1] == 0 && cost.written[2] == 0 && cost.written[3] == 108 * 4 && cost.written[4] == 6 * 4,
+       "conv_backward: it writes the weights' and the bias's gradients, reads x and y's gradient");
 }
 
 static void check_other_costs(void)
@@ -123,7 +128,9 @@ static void check_other_costs(void)
     sim_launch launch = {.params = params};
     sim_kernel_cost cost;
     kernel(SIM_GATHER_KERNEL)->cost(&launch, &cost);
-    ok(cost.bytes[1] == 16 * 784 * 4 && cost.bytes[2] == 16 * 784, "gather: a batch of floats written, of bytes read");
+    ok(cost.bytes[1] == 16 * 784 * 4 && cost.written[1] == cost.bytes[1] && cost.bytes[2] == 16 * 784 &&
+           cost.written[2] == 0,
+       "gather: a batch of floats written, of bytes read");
 
     SimSgdArgs s;
     memset(&s, 0, sizeof s);
@@ -131,7 +138,8 @@ static void check_other_costs(void)
     params[0] = &s;
     params[3] = &pointers[2];
     kernel(SIM_SGD_KERNEL)->cost(&launch, &cost);
-    ok(cost.flops > 0 && cost.bytes[1] == 8000 && cost.bytes[2] == 4000 && cost.bytes[3] == 8000,
+    ok(cost.flops > 0 && cost.bytes[1] == 8000 && cost.bytes[2] == 4000 && cost.bytes[3] == 8000 &&
+           cost.written[1] == 4000 && cost.written[2] == 0 && cost.written[3] == 4000,
        "sgd_update: weights and history read and written, gradient read");
 }
 
@@ -143,7 +151,7 @@ int main(void)
     void *object = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!object) bail_out("cannot open %s: %s", path, dlerror());
     if (!(table = dlsym(object, SIM_MODULE_SYMBOL))) bail_out("%s exports no %s", path, SIM_MODULE_SYMBOL);
-    plan(11);
+    plan(13);
     check_table();
     check_coverage();
     check_relu_runs();

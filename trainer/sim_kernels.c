@@ -80,6 +80,16 @@ static double forward_flops(LayerType type, const SimLayerArgs *a)
     return 0;
 }
 
+/* Whether a pass writes through a role: forward its top and its private buffer, backward the
+ * gradients of its bottoms and weights (the rest it reads). */
+static int writes(const SimKernelSpec *k, int role)
+{
+    int slot = SIM_ROLE_SLOT(role);
+    if (!k->backward)
+        return slot == SIM_SLOT_Y || slot == SIM_SLOT_AUX;
+    return SIM_ROLE_IS_DIFF(role) && slot != SIM_SLOT_Y && slot != SIM_SLOT_AUX;
+}
+
 static void cost_layer(const sim_launch *launch, sim_kernel_cost *cost, const SimKernelSpec *k)
 {
     const SimLayerArgs *a = launch->params[0];
@@ -94,6 +104,7 @@ static void cost_layer(const sim_launch *launch, sim_kernel_cost *cost, const Si
         double values = role == AUX_DIFF ? 2.0 * a->shape[SIM_SLOT_AUX][1]
                                          : shape_count(a->shape[SIM_ROLE_SLOT(role)]);
         cost->bytes[1 + i] = values * sizeof(float);
+        cost->written[1 + i] = writes(k, role) ? cost->bytes[1 + i] : 0;
     }
 }
 
@@ -122,7 +133,7 @@ static void gather_cost(const sim_launch *launch, sim_kernel_cost *cost)
     double values = (double)a->batch * a->item_size;
     memset(cost, 0, sizeof *cost);
     cost->flops = 2 * values;
-    cost->bytes[1] = values * sizeof(float);
+    cost->bytes[1] = cost->written[1] = values * sizeof(float);
     cost->bytes[2] = values;
 }
 
@@ -142,6 +153,7 @@ static void sgd_cost(const sim_launch *launch, sim_kernel_cost *cost)
     cost->bytes[1] = 2 * bytes; /* data: read and written */
     cost->bytes[2] = bytes;
     cost->bytes[3] = 2 * bytes; /* history: read and written */
+    cost->written[1] = cost->written[3] = bytes;
 }
 
 #define P sizeof(CUdeviceptr)
