@@ -80,6 +80,9 @@ static CUresult record(CUevent *event, CUstream stream)
 
 /* ---- copy streams ---- */
 
+/* At the default priority: the streams carry only copies between host and device (and waits
+ * for events), and cuda.h says of cuStreamCreateWithPriority that priorities have no effect on
+ * those; only kernels are scheduled by them. */
 CUresult lms_swap_streams_create(lms_device *dev)
 {
     CUresult r = lms_real.cuCtxGetCurrent(&dev->ctx);
