@@ -146,6 +146,18 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
            later_ms, each_way_ms, kernel_ms, copy_ms);
     }
 
+    /* The kernel's writes load the other direction as much. */
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    launch_scale(s1, host_located, n);
+    CHECK_CU(cuMemcpyDtoHAsync_v2(pinned, dev, GIB, s2));
+    CHECK_CU(cuEventRecord(out_done, s2));
+    double written_ms = elapsed_ms(a, out_done);
+    ok(written_ms >= 0.999 * each_way_ms,
+       "a kernel on host memory, then a copy to the host: it ends after %.2f ms, no sooner than 1.25 GiB "
+       "away from the device at 55 GB/s (%.2f ms)", written_ms, each_way_ms);
+
     /* A memset of host memory only writes: the direction towards the device stays the copy's,
      * which gets what the bidirectional bandwidth leaves. */
     CHECK_CU(cuCtxSynchronize());
@@ -392,7 +404,7 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(24);
+    plan(25);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_copies_queued_ahead(dev, pinned);
