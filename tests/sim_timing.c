@@ -49,6 +49,15 @@ static void test_one_direction(CUdeviceptr dev, void *pinned)
     ok(close_to(ms, expected), "and back: %.3f ms", ms);
 }
 
+/* Once the device is idle, records a on s1, where s2 waits for it: what both queue next
+ * starts at a. */
+static void start_together(CUevent a)
+{
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuEventRecord(a, s1));
+    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+}
+
 /* Eight 128 MiB copies each way, queued on two streams in turn: while both directions are
  * busy the link carries its measured bidirectional total. */
 static void test_both_directions(CUdeviceptr dev, void *pinned)
@@ -57,9 +66,7 @@ static void test_both_directions(CUdeviceptr dev, void *pinned)
     CHECK_CU(cuEventCreate(&a, 0));
     CHECK_CU(cuEventCreate(&done1, 0));
     CHECK_CU(cuEventCreate(&done2, 0));
-    CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuEventRecord(a, s1));
-    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    start_together(a);
     size_t chunk = 128 * MIB;
     for (int i = 0; i < 8; i++) {
         CHECK_CU(cuMemcpyHtoDAsync_v2(dev + i * chunk, (char *)pinned + i * chunk, chunk, s1));
@@ -83,9 +90,7 @@ static void test_copies_queued_ahead(CUdeviceptr dev, void *pinned)
     CHECK_CU(cuEventCreate(&a, 0));
     CHECK_CU(cuEventCreate(&in_done, 0));
     CHECK_CU(cuEventCreate(&out_done, 0));
-    CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuEventRecord(a, s1));
-    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    start_together(a);
     for (int i = 0; i < 4; i++)
         CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB + i * 256 * MIB, dev + GIB + i * 256 * MIB,
                                       256 * MIB, s2));
@@ -126,9 +131,7 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
     double each_way_ms = (GIB + 256.0 * MIB) / cal->pinned_h2d * 1e3;
 
     for (int copy_first = 0; copy_first < 2; copy_first++) {
-        CHECK_CU(cuCtxSynchronize());
-        CHECK_CU(cuEventRecord(a, s1));
-        CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+        start_together(a);
         if (copy_first)
             CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
         launch_scale(s1, host_located, n);
@@ -147,9 +150,7 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
     }
 
     /* The kernel's writes load the other direction as much. */
-    CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuEventRecord(a, s1));
-    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    start_together(a);
     launch_scale(s1, host_located, n);
     CHECK_CU(cuMemcpyDtoHAsync_v2(pinned, dev, GIB, s2));
     CHECK_CU(cuEventRecord(out_done, s2));
@@ -160,9 +161,7 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
 
     /* A memset of host memory only writes: the direction towards the device stays the copy's,
      * which gets what the bidirectional bandwidth leaves. */
-    CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuEventRecord(a, s1));
-    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    start_together(a);
     CHECK_CU(cuMemsetD32Async(host_located, 0, 256 * MIB / sizeof(float), s1));
     CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
     CHECK_CU(cuEventRecord(in_done, s2));
@@ -171,9 +170,7 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
        "a copy to the device beside a memset of 256 MiB of host memory takes %.2f ms: longer than "
        "alone (%.2f ms), shorter than if it carried half the memset's bytes", copy_ms, alone_ms);
 
-    CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuEventRecord(a, s1));
-    CHECK_CU(cuStreamWaitEvent(s2, a, 0));
+    start_together(a);
     CHECK_CU(cuStreamWaitEvent(s3, a, 0));
     CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
     CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB, dev + GIB, GIB, s3));
