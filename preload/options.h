@@ -74,8 +74,9 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "them by evicting ahead what is needed furthest in the future (a sixteenth where the "    \
       "learned iteration's plan evicts each allocation right after its last use before an "     \
       "eviction); while the program waits for the device (`cuStreamSynchronize`, "             \
-      "`cuEventSynchronize`), finish the evictions in flight and restore into the room they "   \
-      "free; 0: restore only what each call needs")
+      "`cuEventSynchronize`, a copy into host memory that the host waits for), finish the "    \
+      "evictions in flight and restore into the room they free; 0: restore only what each "    \
+      "call needs")
 
 extern const char *const lms_mode_names[];
 extern const char *const lms_stats_names[];

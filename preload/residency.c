@@ -100,6 +100,10 @@ static _Thread_local int oom_dump_wanted;
 #define ALL_DEVICES ((uint32_t)((1ull << LMS_MAX_DEVICES) - 1))
 _Static_assert(LMS_MAX_DEVICES <= 32, "held_devices has a bit per device");
 
+/* How far making room may go: only what is free or coming back already; also queueing
+ * evictions; also waiting for them. */
+typedef enum room_mode { ROOM_FREE, ROOM_EVICT, ROOM_WAIT } room_mode;
+
 static int swapping(void) { return lms_opt.MODE.value == LMS_MODE_SWAP; }
 
 /* liblms's own waits and queries are not the program's: while a stream captures a graph they
@@ -691,11 +695,12 @@ static void await_eviction_alone(int d)
 
 /* Frees device memory until `bytes` more fit under the soft limit of device d: what is free
  * already first (finished evictions, freed allocations whose uses are done, spare handles),
- * then queued evictions of the policy's victims; the host waits for the oldest eviction or
- * free only when nothing else can give the memory now, and without wait it does not:
- * CUDA_ERROR_NOT_READY. With reuse, a spare handle of exactly `bytes` is taken instead when
- * there is one (*reused). It may release the lock while it makes host backing. */
-static CUresult make_room(int d, size_t bytes, const char *reason, int wait,
+ * then, from ROOM_EVICT on, queued evictions of the policy's victims; with ROOM_WAIT the host
+ * waits for the oldest eviction or free when nothing else can give the memory now. Short of
+ * the memory otherwise: CUDA_ERROR_NOT_READY. With reuse, a spare handle of exactly `bytes` is
+ * taken instead when there is one (*reused). It may release the lock while it makes host
+ * backing. */
+static CUresult make_room(int d, size_t bytes, const char *reason, room_mode mode,
                           CUmemGenericAllocationHandle *reuse, int *reused)
 {
     lms_device *ds = &R.dev[d];
@@ -715,14 +720,14 @@ static CUresult make_room(int d, size_t bytes, const char *reason, int wait,
             continue;
         }
         size_t short_by = ds->resident + bytes - ds->soft_limit, coming = coming_back(d);
-        if (swapping() && short_by > coming) {
+        if (mode >= ROOM_EVICT && swapping() && short_by > coming) {
             CUresult r = evict_victims(d, short_by - coming, reason);
             if (r == CUDA_SUCCESS)
                 continue;
             if (r != CUDA_ERROR_NOT_FOUND)
                 return r;
         }
-        if (!wait)
+        if (mode < ROOM_WAIT)
             return CUDA_ERROR_NOT_READY;
         await_eviction_alone(d);
         if (reap_evictions(d, 1) || reap_pending(d, 1) > 0)
@@ -782,19 +787,20 @@ static CUresult create_device_handle(int d, size_t bytes, CUmemGenericAllocation
 }
 
 /* A device handle of `bytes` for device d, within its soft limit: a spare, or a new one. */
-static CUresult device_handle(int d, size_t bytes, const char *reason, int wait,
+static CUresult device_handle(int d, size_t bytes, const char *reason, room_mode mode,
                               CUmemGenericAllocationHandle *h)
 {
     int reused = 0;
-    CUresult r = make_room(d, bytes, reason, wait, h, &reused);
+    CUresult r = make_room(d, bytes, reason, mode, h, &reused);
     return r == CUDA_SUCCESS && !reused ? create_device_handle(d, bytes, h) : r;
 }
 
 /* The restore copy is only queued: the calls that use a wait for it on their streams. The
  * trace shows the time it took to issue. *blind: restored without its bytes (whole_write),
- * by this call. ahead: a prefetch, which never waits (CUDA_ERROR_NOT_READY instead). The lock
- * may be released meanwhile, and another call restore a. */
-static CUresult restore(lms_block *a, int whole_write, int ahead, int *blind)
+ * by this call. mode: how far making room for it may go; short of ROOM_WAIT it is a prefetch,
+ * which never waits (CUDA_ERROR_NOT_READY instead). The lock may be released meanwhile, and
+ * another call restore a. */
+static CUresult restore(lms_block *a, int whole_write, room_mode mode, int *blind)
 {
     int d = a->device;
     lms_device *ds = &R.dev[d];
@@ -805,14 +811,15 @@ static CUresult restore(lms_block *a, int whole_write, int ahead, int *blind)
     }
     uint64_t start = lms_stats_now();
     CUmemGenericAllocationHandle h;
-    CUresult r = device_handle(d, a->padded, ahead ? "prefetch" : "demand", !ahead, &h);
+    int demand = mode == ROOM_WAIT;
+    CUresult r = device_handle(d, a->padded, demand ? "demand" : "prefetch", mode, &h);
     if (r == CUDA_SUCCESS && a->place != LMS_EVICTED) {
         keep_spare(ds, h, a->padded);
         return CUDA_SUCCESS;
     }
     /* Its backing mapped at its address goes: nothing queued may still use it there. */
     if (r == CUDA_SUCCESS && a->host_mapped &&
-        !(lms_swap_uses_done(&a->uses, !ahead) && unscanned_done(ds, !ahead))) {
+        !(lms_swap_uses_done(&a->uses, demand) && unscanned_done(ds, demand))) {
         keep_spare(ds, h, a->padded);
         return CUDA_ERROR_NOT_READY;
     }
@@ -868,7 +875,7 @@ static CUresult real_free(CUdeviceptr dptr, CUstream stream, int async)
 
 static CUresult alloc_plain(int d, CUdeviceptr *dptr, size_t bytes, CUstream stream, int async)
 {
-    CUresult r = make_room(d, bytes, "limit", 1, NULL, NULL);
+    CUresult r = make_room(d, bytes, "limit", ROOM_WAIT, NULL, NULL);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return out_of_memory(d, bytes);
     if (r != CUDA_SUCCESS)
@@ -974,7 +981,7 @@ static CUresult add_piece(int d, lms_span *span, size_t offset, size_t bytes)
                       .device = d, .place = LMS_RESIDENT };
     CUresult r = ds->host_vmm && span->reserved + ds->plain > ds->soft_limit
                      ? CUDA_ERROR_OUT_OF_MEMORY
-                     : device_handle(d, padded, "limit", 1, &a->dev_handle);
+                     : device_handle(d, padded, "limit", ROOM_WAIT, &a->dev_handle);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && ds->host_vmm) {
         a->place = LMS_EVICTED;
         r = backing_for(a);
@@ -1207,7 +1214,7 @@ CUresult lms_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
         if (r == CUDA_SUCCESS && !R.dev[d].ready)
             r = CUDA_ERROR_INVALID_DEVICE;
     }
-    if (r == CUDA_SUCCESS && (r = make_room(d, size, "limit", 1, NULL, NULL)) == CUDA_ERROR_OUT_OF_MEMORY)
+    if (r == CUDA_SUCCESS && (r = make_room(d, size, "limit", ROOM_WAIT, NULL, NULL)) == CUDA_ERROR_OUT_OF_MEMORY)
         r = out_of_memory(d, size);
     if (r == CUDA_SUCCESS) {
         while ((r = lms_real.cuMemCreate(handle, size, prop, flags)) == CUDA_ERROR_OUT_OF_MEMORY &&
@@ -1438,7 +1445,7 @@ static CUresult place_held(lms_call *call)
         if (a->place != LMS_EVICTED) /* another call may have restored it meanwhile */
             continue;
         CUresult r = h->on_host ? CUDA_ERROR_OUT_OF_MEMORY
-                                : restore(a, h->whole_write, 0, &h->restored_blind);
+                                : restore(a, h->whole_write, ROOM_WAIT, &h->restored_blind);
         if (r == CUDA_ERROR_OUT_OF_MEMORY && R.dev[d].host_vmm)
             r = use_on_host(h);
         if (r != CUDA_SUCCESS)
@@ -1505,16 +1512,17 @@ static void plan_evictions(int d)
 
 /* Brings back, ahead of need, what the policy names for the steps after `step` on device d,
  * into device memory free now, so that the copies overlap the work already queued. For what
- * does not fit yet, making room queues the evictions of the victims, without waiting: a later
- * call brings it back once that room is there. While the policy predicts, the evictions that
- * keep EVICT_AHEAD_SHARE of the memory free are queued first. */
-static void prefetch(int d, uint64_t step)
+ * does not fit yet, making room (mode ROOM_EVICT) queues the evictions of the victims, without
+ * waiting: a later call brings it back once that room is there. While the policy predicts,
+ * the evictions that keep EVICT_AHEAD_SHARE of the memory free are queued first. With
+ * ROOM_FREE it queues no eviction the plan has not decided. */
+static void prefetch(int d, uint64_t step, room_mode mode)
 {
     lms_device *ds = &R.dev[d];
     reap_evictions(d, 0);
     if (planned_count[d])
         queue_planned(d);
-    if (lms_policy_predicts(ds->policy))
+    if (mode == ROOM_EVICT && lms_policy_predicts(ds->policy))
         queue_room(d, ds->soft_limit / (lms_policy_plans(ds->policy) ? EVICT_AHEAD_SHARE_PLANNED : EVICT_AHEAD_SHARE));
     lms_alloc_id ids[MAX_VICTIMS];
     size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
@@ -1525,17 +1533,24 @@ static void prefetch(int d, uint64_t step)
         if (!a || a->place != LMS_EVICTED || a->pins > 0)
             continue;
         int blind;
-        if (restore(a, 0, 1, &blind) != CUDA_SUCCESS)
+        if (restore(a, 0, mode, &blind) != CUDA_SUCCESS)
             return;
     }
 }
 
+int lms_host_waits_wanted(void)
+{
+    return swapping() && lms_opt.PREFETCH.value;
+}
+
 /* Each wait is for the oldest eviction, with the lock released (the program's other threads go
  * on meanwhile), and stops once what the program waits for is done: it never waits longer than
- * the program would by more than one eviction's copy. */
+ * the program would by more than one eviction's copy. The restores take only the room those
+ * evictions free: an eviction queued now would stand in the copy engine's queue ahead of a
+ * copy the program waits for (its loss, read back). */
 void lms_host_waits(int (*awaited_done)(void *what), void *what)
 {
-    if (!swapping() || !lms_opt.PREFETCH.value)
+    if (!lms_host_waits_wanted())
         return;
     CUstreamCaptureMode mode = enter();
     for (int d = 0; d < LMS_MAX_DEVICES; d++) {
@@ -1545,9 +1560,8 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
             unlock_devices();
             continue;
         }
-        /* Only the evictions decided before the program's wait (queued, or planned and
-         * waiting for the copy-out stream): those that restoring queues meanwhile may end long
-         * after what it waits for. */
+        /* The evictions decided before the program's wait: queued, or planned and waiting
+         * for the copy-out stream. */
         size_t older = planned_count[d];
         for (const lms_block *a = ds->evicting; a; a = a->next_evicting)
             older++;
@@ -1557,7 +1571,7 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
             if (waited != CUDA_SUCCESS || finished == 0)
                 break;
             older -= finished < older ? finished : older;
-            prefetch(d, atomic_load(&R.step));
+            prefetch(d, atomic_load(&R.step), ROOM_FREE);
         }
         unlock_devices();
     }
@@ -1660,7 +1674,7 @@ CUresult lms_call_begin(lms_call *call)
     if (r == CUDA_SUCCESS && !call->capturing && lms_opt.PREFETCH.value)
         for (size_t i = 0; i < call->held_count; i++)
             if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
-                prefetch(call->held[i].alloc->device, step);
+                prefetch(call->held[i].alloc->device, step, ROOM_EVICT);
     unlock_devices();
     leave(mode);
     return r;
@@ -1826,7 +1840,7 @@ size_t lms_allocation_bases(const uint64_t *words, size_t count, uint64_t *bases
 static CUresult keep_resident(lms_block *a)
 {
     int blind;
-    CUresult r = a->place == LMS_RESIDENT ? CUDA_SUCCESS : restore(a, 0, 0, &blind);
+    CUresult r = a->place == LMS_RESIDENT ? CUDA_SUCCESS : restore(a, 0, ROOM_WAIT, &blind);
     if (r == CUDA_SUCCESS && a->place != LMS_RESIDENT)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {

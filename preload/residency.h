@@ -70,6 +70,9 @@ typedef struct lms_call {
  * what the policy names comes back into the room they free, instead of when the program's next
  * call needs it. */
 void lms_host_waits(int (*awaited_done)(void *what), void *what);
+/* Whether lms_host_waits does anything (swapping, with LMS_PREFETCH): a caller may spare the
+ * making of what it would wait on. */
+int lms_host_waits_wanted(void);
 
 void lms_call_init(lms_call *call, CUstream stream, const char *what);
 /* Any value may be given: words that point nowhere are ignored. */

@@ -171,15 +171,18 @@ LMS_TWIN(cuLaunchCooperativeKernel, _ptsz,
 
 /* ---- copies ---- */
 
-/* Defines name##_impl for a copy or memset whose references `refs` adds to `call`. */
-#define LMS_RANGE_CALL(name, what, stream_expr, params, refs, ...)                       \
+/* Defines name##_impl for a copy or memset whose references `refs` adds to `call`; `before`
+ * runs once its allocations are in place, just before the driver's call. */
+#define LMS_RANGE_CALL_BEFORE(name, what, stream_expr, params, refs, before, ...)         \
     static CUresult name##_impl(__typeof__(name) *real, int per_thread, LMS_UNPAREN params) \
     {                                                                                    \
         lms_call call;                                                                   \
         lms_call_init(&call, stream_of(per_thread, stream_expr), what);                  \
-        if (!lms_passing_through()) { refs; }                                                       \
-        LMS_MANAGED_CALL(call, real(__VA_ARGS__));                                       \
+        if (!lms_passing_through()) { refs; }                                            \
+        LMS_MANAGED_CALL(call, ((before), real(__VA_ARGS__)));                           \
     }
+#define LMS_RANGE_CALL(name, what, stream_expr, params, refs, ...) \
+    LMS_RANGE_CALL_BEFORE(name, what, stream_expr, params, refs, (void)0, __VA_ARGS__)
 #define LMS_UNPAREN(...) __VA_ARGS__
 #define REF(addr, bytes, whole) lms_call_ref(&call, (CUdeviceptr)(addr), (bytes), (whole))
 
@@ -187,10 +190,39 @@ LMS_TWIN(cuLaunchCooperativeKernel, _ptsz,
     LMS_RANGE_CALL(name, "memcpy", stream_expr, params, refs, __VA_ARGS__) \
     LMS_TWIN(name, suffix, params, __VA_ARGS__)
 
-LMS_COPY(cuMemcpy, _ptds, NULL, (CUdeviceptr dst, CUdeviceptr src, size_t n),
-         (REF(dst, n, 1), REF(src, n, 0)), dst, src, n)
-LMS_COPY(cuMemcpyAsync, _ptsz, s, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
-         (REF(dst, n, 1), REF(src, n, 0)), dst, src, n, s)
+/* What the program waits for is done: liblms's waits stop there. */
+static int stream_done(void *stream) { return lms_real.cuStreamQuery((CUstream)stream) == CUDA_SUCCESS; }
+static int event_done(void *event) { return lms_real.cuEventQuery((CUevent)event) == CUDA_SUCCESS; }
+
+/* The host waits for a copy into host memory when the copy is synchronous, or when that memory
+ * is pageable (the driver stages it through pinned memory of its own), and first for the work
+ * queued before it on its stream: a training loop reads its loss so. liblms works meanwhile,
+ * as during cuStreamSynchronize; an event recorded on the stream says when that work is done. */
+static void wait_before_copy(const lms_call *call, CUdeviceptr dst, int synchronous)
+{
+    unsigned type;
+    CUevent queued;
+    if (lms_passing_through() || !lms_host_waits_wanted() || lms_graph_capturing(call->stream))
+        return;
+    int pageable = lms_real.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dst) != CUDA_SUCCESS;
+    if (!pageable && !(synchronous && type == CU_MEMORYTYPE_HOST))
+        return;
+    if (lms_real.cuEventCreate(&queued, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return;
+    if (lms_real.cuEventRecord(queued, call->stream) == CUDA_SUCCESS)
+        lms_host_waits(event_done, queued);
+    lms_real.cuEventDestroy_v2(queued);
+}
+
+#define LMS_COPY_TO_HOST(name, suffix, stream_expr, params, refs, dst, synchronous, ...)              \
+    LMS_RANGE_CALL_BEFORE(name, "memcpy", stream_expr, params, refs,                                 \
+                          wait_before_copy(&call, (CUdeviceptr)(uintptr_t)(dst), synchronous), __VA_ARGS__) \
+    LMS_TWIN(name, suffix, params, __VA_ARGS__)
+
+LMS_COPY_TO_HOST(cuMemcpy, _ptds, NULL, (CUdeviceptr dst, CUdeviceptr src, size_t n),
+                 (REF(dst, n, 1), REF(src, n, 0)), dst, 1, dst, src, n)
+LMS_COPY_TO_HOST(cuMemcpyAsync, _ptsz, s, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
+                 (REF(dst, n, 1), REF(src, n, 0)), dst, 0, dst, src, n, s)
 LMS_COPY(cuMemcpyPeer, _ptds, NULL,
          (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n),
          (REF(dst, n, 1), REF(src, n, 0)), dst, dc, src, sc, n)
@@ -202,14 +234,14 @@ LMS_COPY(cuMemcpyPeerAsync, _ptsz, s,
 
 LMS_COPY(cuMemcpyHtoD_v2, _ptds, NULL, (CUdeviceptr dst, const void *src, size_t n),
          REF_FROM_HOST(dst, src, n), dst, src, n)
-LMS_COPY(cuMemcpyDtoH_v2, _ptds, NULL, (void *dst, CUdeviceptr src, size_t n),
-         REF(src, n, 0), dst, src, n)
+LMS_COPY_TO_HOST(cuMemcpyDtoH_v2, _ptds, NULL, (void *dst, CUdeviceptr src, size_t n),
+                 REF(src, n, 0), dst, 1, dst, src, n)
 LMS_COPY(cuMemcpyDtoD_v2, _ptds, NULL, (CUdeviceptr dst, CUdeviceptr src, size_t n),
          (REF(dst, n, 1), REF(src, n, 0)), dst, src, n)
 LMS_COPY(cuMemcpyHtoDAsync_v2, _ptsz, s, (CUdeviceptr dst, const void *src, size_t n, CUstream s),
          REF_FROM_HOST(dst, src, n), dst, src, n, s)
-LMS_COPY(cuMemcpyDtoHAsync_v2, _ptsz, s, (void *dst, CUdeviceptr src, size_t n, CUstream s),
-         REF(src, n, 0), dst, src, n, s)
+LMS_COPY_TO_HOST(cuMemcpyDtoHAsync_v2, _ptsz, s, (void *dst, CUdeviceptr src, size_t n, CUstream s),
+                 REF(src, n, 0), dst, 0, dst, src, n, s)
 LMS_COPY(cuMemcpyDtoDAsync_v2, _ptsz, s, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
          (REF(dst, n, 1), REF(src, n, 0)), dst, src, n, s)
 LMS_COPY(cuMemcpyDtoA_v2, _ptds, NULL, (CUarray dst, size_t offset, CUdeviceptr src, size_t n),
@@ -415,9 +447,6 @@ LMS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 }
 
 /* ---- waits for the device ---- */
-
-static int stream_done(void *stream) { return lms_real.cuStreamQuery((CUstream)stream) == CUDA_SUCCESS; }
-static int event_done(void *event) { return lms_real.cuEventQuery((CUevent)event) == CUDA_SUCCESS; }
 
 /* While the program waits, liblms finishes its evictions and starts its restores. Stream 0 of
  * the per-thread variant is the thread's default stream: that is the one waited for. */

@@ -1,9 +1,11 @@
 /* The lookahead policy's plan, and liblms's work while the program waits. A loop of kernels
  * over five buffers of which two fit: once the policy has learned it, Belady's choice evicts
  * at three steps of five, and the plan queues each eviction as soon as the kernel before it
- * is queued; during the program's cuStreamSynchronize or cuEventSynchronize the evictions in
- * flight finish (their buffers are off the device when the wait returns, not at the next
- * call). Without ahead-of-need work (LMS_PREFETCH=0) a wait changes nothing. Every buffer
+ * is queued; during the program's cuStreamSynchronize or cuEventSynchronize, or its read of a
+ * result into host memory that the host waits for (a synchronous copy, or an asynchronous one
+ * into pageable memory, as a training loop reads its loss), the evictions in flight finish
+ * (their buffers are off the device when the wait returns, not at the next call). Without
+ * ahead-of-need work (LMS_PREFETCH=0) a wait changes nothing. Every buffer
  * matches its host model at the end. The kernels are slow enough for the copies to hide behind
  * them, as in training. Each case runs in both backing modes, with LMS_MAP_EVICTED=0 so that
  * an evicted buffer's address is unmapped. */
@@ -20,6 +22,9 @@
 
 static CUdeviceptr buf[BUFFERS];
 static unsigned char *model[BUFFERS];
+static CUdeviceptr result; /* small: no allocation the policy counts, its reads no step */
+
+enum wait_kind { STREAM_SYNC, EVENT_SYNC, PAGEABLE_COPY, SYNC_COPY };
 
 /* Whether buffer i is off the device: its address unmapped. */
 static int evicted(int i)
@@ -44,26 +49,37 @@ static void add(int i, int value)
         model[i][k] = (unsigned char)(model[i][k] + value);
 }
 
-/* The program's wait for the stream (on_event: for an event recorded on it). */
-static void wait(int on_event)
+/* The program's wait for the stream. */
+static void wait(enum wait_kind how)
 {
-    if (on_event) {
-        CUevent done;
+    CUevent done;
+    int value;
+    switch (how) {
+    case STREAM_SYNC:
+        CU_OK(cuStreamSynchronize(NULL));
+        break;
+    case EVENT_SYNC:
         CU_OK(cuEventCreate(&done, CU_EVENT_DEFAULT));
         CU_OK(cuEventRecord(done, NULL));
         CU_OK(cuEventSynchronize(done));
         CU_OK(cuEventDestroy(done));
-    } else {
-        CU_OK(cuStreamSynchronize(NULL));
+        break;
+    case PAGEABLE_COPY:
+        CU_OK(cuMemcpyDtoHAsync(&value, result, sizeof value, NULL));
+        break;
+    case SYNC_COPY:
+        CU_OK(cuMemcpyDtoH(&value, result, sizeof value));
+        break;
     }
 }
 
 /* Runs the loop until it is learned; then one more loop, each kernel followed by the
  * program's wait. Returns how many buffers were on the device when a wait began and off it
  * when the wait returned: evictions that finished while the program waited. */
-static int loop_then_waits(int on_event)
+static int loop_then_waits(enum wait_kind how)
 {
     sim_set_kernel_cost(lms_test_add_kernel(), slow);
+    CU_OK(cuMemAlloc(&result, sizeof(int)));
     for (int i = 0; i < BUFFERS; i++) {
         model[i] = malloc(BYTES);
         if (!model[i])
@@ -80,7 +96,7 @@ static int loop_then_waits(int on_event)
         int before[BUFFERS];
         for (int i = 0; i < BUFFERS; i++)
             before[i] = evicted(i);
-        wait(on_event);
+        wait(how);
         for (int i = 0; i < BUFFERS; i++)
             finished += !before[i] && evicted(i);
     }
@@ -98,25 +114,28 @@ static int all_match(void)
         CU_OK(cuMemFree(buf[i]));
         free(model[i]);
     }
+    CU_OK(cuMemFree(result));
     return same;
 }
 
 /* Belady's choice on a loop of five in room for two evicts at three steps of five. */
-static int evicted_during(int on_event)
+static int evicted_during(enum wait_kind how)
 {
-    int finished = loop_then_waits(on_event);
+    int finished = loop_then_waits(how);
     if (finished < 3)
         fprintf(stderr, "%d evictions finished during the program's waits\n", finished);
     EXPECT(finished >= 3);
     EXPECT(all_match());
     return 0;
 }
-static int evicted_during_stream_wait(void) { return evicted_during(0); }
-static int evicted_during_event_wait(void) { return evicted_during(1); }
+static int evicted_during_stream_wait(void) { return evicted_during(STREAM_SYNC); }
+static int evicted_during_event_wait(void) { return evicted_during(EVENT_SYNC); }
+static int evicted_during_pageable_copy(void) { return evicted_during(PAGEABLE_COPY); }
+static int evicted_during_sync_copy(void) { return evicted_during(SYNC_COPY); }
 
 static int kept_without_ahead(void)
 {
-    EXPECT(loop_then_waits(0) == 0);
+    EXPECT(loop_then_waits(STREAM_SYNC) == 0);
     EXPECT(all_match());
     return 0;
 }
@@ -130,6 +149,10 @@ int main(int argc, char **argv)
                          "cuStreamSynchronize, 3 in 5 steps; every buffer keeps its bytes",
           evicted_during_stream_wait, { NULL } },
         { "event-wait", "the same during cuEventSynchronize", evicted_during_event_wait, { NULL } },
+        { "pageable-copy-wait", "the same during an asynchronous copy into pageable memory",
+          evicted_during_pageable_copy, { NULL } },
+        { "sync-copy-wait", "the same during a synchronous copy to the host", evicted_during_sync_copy,
+          { NULL } },
         { "no-ahead", "with LMS_PREFETCH=0 the program's waits change nothing",
           kept_without_ahead, { "LMS_PREFETCH=0", NULL } },
     };
