@@ -55,6 +55,8 @@ void sim_timeline_forget_before(sim_timeline *t, sim_ns now)
     int gone = 0;
     while (gone + 1 < t->link_count && t->link[gone + 1].at <= (double)now)
         gone++;
+    if (gone == 0)
+        return;
     memmove(t->link, t->link + gone, (size_t)(t->link_count - gone) * sizeof *t->link);
     t->link_count -= gone;
 }
