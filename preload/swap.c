@@ -155,16 +155,6 @@ CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHand
 
 /* ---- host backing: one pool, recycled by size and device, trimmed to LMS_HOST_LIMIT_MB ---- */
 
-int lms_swap_has_backing(int device, size_t bytes)
-{
-    int has = 0;
-    pthread_mutex_lock(&pool_lock);
-    for (const lms_backing *b = pool; b && !has; b = b->next)
-        has = b->bytes == bytes && b->device == device;
-    pthread_mutex_unlock(&pool_lock);
-    return has;
-}
-
 CUresult lms_swap_backing_reserve(int device, size_t bytes, lms_backing **unwanted)
 {
     size_t limit = lms_opt.HOST_LIMIT_MB.value;

@@ -134,7 +134,6 @@ CUresult lms_swap_map(CUdeviceptr addr, size_t bytes, CUmemGenericAllocationHand
  * A piece is made with no device lock held, since a host cuMemCreate takes ~50 ms per
  * 256 MiB: with the locks, lms_swap_backing_reserve; without, lms_swap_backing_create; with
  * them again, lms_swap_backing_add, whatever create returned. */
-int lms_swap_has_backing(int device, size_t bytes);
 /* Counts `bytes` as coming, and takes out the pooled pieces (*unwanted) that would push the
  * backing past the cap; CUDA_ERROR_OUT_OF_MEMORY when the backing in use would pass it. */
 CUresult lms_swap_backing_reserve(int device, size_t bytes, lms_backing **unwanted);
@@ -144,7 +143,7 @@ CUresult lms_swap_backing_create(lms_device *dev, int device, size_t bytes, lms_
 /* Puts what create made (if anything) into the pool; the bytes are no longer coming. */
 void lms_swap_backing_add(size_t bytes, lms_backing *b);
 /* A piece of the pool for a, as a->back; returns 0 when there is none (another device's
- * lms_swap_backing_reserve may have released the one lms_swap_has_backing saw). */
+ * lms_swap_backing_reserve may have released the one made for a). */
 int lms_swap_backing_take(lms_block *a);
 /* a's piece goes back to the pool. A copy still queued with it is ordered before the next. */
 void lms_swap_backing_give_back(lms_block *a);
@@ -154,8 +153,8 @@ void lms_swap_backing_give_back(lms_block *a);
 void lms_swap_backing_context_ends(int device, int gone);
 
 /* Queues the copy of a resident allocation into a piece of the pool (CUDA_ERROR_NOT_READY
- * when there is none: see lms_swap_has_backing) on the copy-out stream, after its last uses and those of
- * `unscanned`. a->back then holds the piece; a keeps its device handle, mapped. On failure
+ * when there is none: the caller makes one) on the copy-out stream, after its last uses and
+ * those of `unscanned`. a->back then holds the piece; a keeps its device handle, mapped. On failure
  * nothing is queued and a is as it was. */
 CUresult lms_swap_out_begin(lms_device *dev, lms_block *a, lms_uses *unscanned);
 /* Whether a's copy out has completed; with wait, waits for it first. */
