@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The bench's Belady replay (tools/bench/belady.py) on scripted traces: what it must move on a
-loop larger than the cap, pieces as liblms splits them, and no figure where one step alone
-needs more than the cap."""
+loop larger than the cap, pieces as liblms splits them or split finer, and no figure where one
+step alone needs more than the cap or where the trace left some of a launch's uses out."""
 import json
 import os
 import sys
@@ -13,16 +13,20 @@ from tools_tap import done, is_equal, plan, scratch  # noqa: E402
 import belady  # noqa: E402
 
 MIB = 1 << 20
-plan(4)
+plan(8)
 tmp = scratch()
 
 
-def trace(name, allocations, steps, piece=0):
-    """allocations: {address: bytes}; steps: lists of the addresses each launch uses."""
+def trace(name, allocations, steps, piece=0, left_out=0):
+    """allocations: {address: bytes}; steps: lists of the addresses each launch uses; left_out:
+    how many more uses the first launch had than it lists (as liblms's trace says of a launch
+    with too many to list)."""
     events = [{"ph": "M", "name": "lms.settings", "args": {"piece_bytes": piece}}]
     events += [{"ph": "i", "name": "alloc", "args": {"addr": hex(a), "bytes": b, "cached": True}}
                for a, b in allocations.items()]
     events += [{"ph": "i", "name": "k", "cat": "launch", "args": {"uses": [hex(a) for a in step]}} for step in steps]
+    if left_out:
+        events[len(allocations) + 1]["args"]["uses_left_out"] = left_out
     path = os.path.join(tmp, name)
     with open(path, "w") as f:
         json.dump(events, f)
@@ -45,4 +49,15 @@ split = trace("pieces.json", {0x1000000: 5 * MIB, 0x2000000: 2 * MIB},
               [pieces, [0x2000000], pieces], piece=2 * MIB)
 is_equal(belady.traffic(split, 6 * MIB), 4 * 2 * MIB, "pieces move alone: one piece out and back, the other in and out")
 is_equal(belady.traffic(split, 4 * MIB), None, "a step needing more than the cap has no Belady figure")
+# An 8 MiB allocation beside a 2 MiB one, used in turn in room for 8 MiB, traced in pieces of 4
+# MiB: the other's use evicts a 4 MiB piece, which comes back next in its place. Replayed in 2
+# MiB pieces, a 2 MiB piece goes out and comes back instead, as if traced so.
+coarse = trace("coarse.json", {0x1000000: 8 * MIB, 0x2000000: 2 * MIB},
+               [[0x1000000, 0x1400000], [0x2000000], [0x1000000, 0x1400000]], piece=4 * MIB)
+is_equal(belady.traffic(coarse, 8 * MIB), 2 * 4 * MIB + 2 * 2 * MIB, "in the trace's pieces: 4 MiB out and in, 2 in and out")
+is_equal(belady.traffic(coarse, 8 * MIB, 2 * MIB), 4 * 2 * MIB, "in pieces split finer than the trace's: 2 MiB each way, twice")
+is_equal(belady.traffic(cycle, 6 * MIB, 1 * MIB), 4 * 2 * MIB, "no piece is split below the VMM granularity")
+# A launch whose uses the trace did not all list: the replay cannot know what it needed.
+partial = trace("partial.json", loop, [[a] for a in order * 2], left_out=3)
+is_equal(belady.traffic(partial, 6 * MIB), None, "a launch with uses left out of the trace has no Belady figure")
 done()

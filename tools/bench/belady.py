@@ -7,8 +7,15 @@ step's allocations (or pieces, as the trace's settings split them) must be resid
 is made by evicting the resident one needed furthest ahead, which moves the fewest pieces when
 pieces are alike (Belady's MIN). Every eviction counts a copy out and every return a copy in,
 as in liblms; small allocations are left out of the cap, so the figure is a lower bound for a
-policy that moves what liblms moves. `python3 belady.py TRACE CAP_MIB` prints it.
+policy that moves what liblms moves.
+
+With a finer piece size than the trace's, each of the trace's pieces is split further and a
+launch that used it uses all of its parts. A kernel reaches its whole allocation that way in
+liblms too; only a copy or memset over part of a piece is taken as using all of it. In 2 MiB
+pieces (VMM's granularity, the finest liblms moves) that is the least traffic of any policy
+that keeps every byte. `python3 belady.py TRACE CAP_MIB [PIECE_MIB]` prints it.
 """
+import heapq
 import json
 import sys
 
@@ -16,29 +23,39 @@ GRANULARITY = 2 << 20  # the VMM granularity liblms pads to
 
 
 def _pieces(addr, size, piece):
-    """(address, padded bytes) of each piece of an allocation, as liblms splits it."""
+    """(address, padded bytes) of each piece of size bytes at addr, in pieces of piece bytes."""
     step = piece or size
     return [(addr + offset, -(-min(step, size - offset) // GRANULARITY) * GRANULARITY)
             for offset in range(0, size, step)]
 
 
-def traffic(trace_path, cap_bytes):
-    """Bytes copied out and in after the first fill, by Belady's rule on the trace's launches;
-    None when a step needs more than the cap at once (liblms then leaves some of its pieces in
-    host memory for the kernel to use there, which this does not model)."""
+def traffic(trace_path, cap_bytes, piece_bytes=0):
+    """Bytes copied out and in after the first fill, by Belady's rule on the trace's launches,
+    in the trace's pieces or in finer ones of piece_bytes; None when a step needs more than the
+    cap at once (liblms then leaves some of its pieces in host memory for the kernel to use
+    there, which this does not model), or when the trace left some of a launch's uses out
+    (it lists a limited number per launch)."""
     with open(trace_path) as f:
         events = json.load(f)
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
     piece = next((e["args"].get("piece_bytes", 0) for e in events if e.get("name") == "lms.settings"), 0)
-    size, order, steps = {}, {}, []
+    finer = -(-piece_bytes // GRANULARITY) * GRANULARITY if piece_bytes and (not piece or piece_bytes < piece) else 0
+    size, parts, steps = {}, {}, []
     for e in events:
         if e.get("name") == "alloc" and e["args"].get("cached"):
             for addr, padded in _pieces(int(e["args"]["addr"], 16), e["args"]["bytes"], piece):
-                size[addr] = padded
-                order[addr] = len(order)  # ties go by allocation order: addresses vary between runs
+                parts[addr] = []
+                for part, part_padded in _pieces(addr, padded, finer):
+                    size[part] = part_padded
+                    parts[addr].append(part)
         elif e.get("cat") == "launch":
-            steps.append([a for a in map(lambda x: int(x, 16), e["args"]["uses"]) if a in size])
+            if e["args"].get("uses_left_out"):
+                return None
+            steps.append([part for a in map(lambda x: int(x, 16), e["args"]["uses"]) if a in parts
+                          for part in parts[a]])
+    # Ties go by allocation order (addresses vary between runs): the later one goes first.
+    order = {a: i for i, a in enumerate(size)}
     never = len(steps)
     # next_use[i][a]: the step after i that uses a again.
     next_use, later = [None] * len(steps), {}
@@ -48,35 +65,44 @@ def traffic(trace_path, cap_bytes):
             later[a] = i
     upcoming = {a: later.get(a, never) for a in size}
     resident, used, moved = set(size), sum(size.values()), 0
+    # The resident pieces, furthest next use first; an entry whose piece went, or whose next use
+    # changed since, is stale and skipped.
+    furthest = [(-upcoming[a], -order[a], a) for a in size]
+    heapq.heapify(furthest)
 
-    def make_room(need, keep):
+    def make_room(need, now):
+        """Evicts until need fits; the pieces step now uses (next used at now) stay."""
         nonlocal used, moved
         while used + need > cap_bytes:
-            victim = max((a for a in resident if a not in keep), key=lambda a: (upcoming[a], order[a]), default=None)
-            if victim is None:
+            while furthest and (furthest[0][2] not in resident or -furthest[0][0] != upcoming[furthest[0][2]]):
+                heapq.heappop(furthest)
+            if not furthest or -furthest[0][0] == now:
                 return
+            victim = heapq.heappop(furthest)[2]
             resident.discard(victim)
             used -= size[victim]
             moved += size[victim]
 
-    make_room(0, set())
+    make_room(0, -1)
     moved = 0  # the first fill is not per-iteration traffic
     for i, step in enumerate(steps):
-        keep = set(step)
-        if sum(size[a] for a in keep) > cap_bytes:
+        if sum(size[a] for a in set(step)) > cap_bytes:
             return None
         for a in step:
             if a not in resident:
-                make_room(size[a], keep)
+                make_room(size[a], i)
                 resident.add(a)
                 used += size[a]
                 moved += size[a]
         upcoming.update(next_use[i])
+        for a in next_use[i]:
+            heapq.heappush(furthest, (-upcoming[a], -order[a], a))
     return moved
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: belady.py TRACE CAP_MIB")
-    moved = traffic(sys.argv[1], int(sys.argv[2]) << 20)
-    print("a step needs more than the cap" if moved is None else moved)
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: belady.py TRACE CAP_MIB [PIECE_MIB]")
+    moved = traffic(sys.argv[1], int(sys.argv[2]) << 20, int(sys.argv[3]) << 20 if len(sys.argv) == 4 else 0)
+    print("no figure: a step needs more than the cap, or the trace left some of a launch's uses out"
+          if moved is None else moved)
