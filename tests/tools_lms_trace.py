@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
 from tools_tap import LMS_TRACE, done, is_equal, ok, plan, run, scratch, workload  # noqa: E402
 
 MiB = 1 << 20
-plan(80)
+plan(81)
 tmp = scratch()
 trace = os.path.join(tmp, "run.json")
 code, err = workload(trace, "--uses")
@@ -211,6 +211,11 @@ plain = os.path.join(tmp, "plain.json")
 workload(plain)
 code, out, err = lms_trace("tune", plain)
 ok(code == 1 and "LMS_TRACE_USES=1" in err, "tune on a trace without uses says what is missing", err)
+left_out = os.path.join(tmp, "left_out.json")
+open(left_out, "w").write(re.sub(r'("cat":"launch".*?"uses":\[[^\]]*\])', r'\1,"uses_left_out":3', text, count=1))
+code, out, err = lms_trace("tune", left_out)
+ok(code == 1 and re.search(r"launch at step \d+ leaves 3 of its uses out", err) and "LMS_PIECE_MB" in err,
+   "tune refuses a trace that left some of a launch's uses out, and says what to do", err)
 code, out, err = lms_trace("tune", trace, "--policy", "nosuch")
 ok(code == 2 and "nosuch" in err and "lru" in err and "lookahead" in err, "tune names an unknown policy", err)
 code, out, err = lms_trace("tune", trace, "--threshold-kb", "1000", "--exclude-mb", "512")

@@ -83,6 +83,7 @@ static bool convert(json_reader *reader, const json_value *json, trace_event *ev
         ev->stream = need_u64(reader, args, name, "stream");
         ev->uses = need(reader, args, name, "uses");
         if (ev->uses->type != JSON_ARRAY) json_fail(reader, "launch event: args.uses is not an array");
+        if (json_get(args, "uses_left_out")) ev->uses_left_out = need_u64(reader, args, name, "uses_left_out");
     } else if (strcmp(ph, "C") == 0) {
         int end = 0;
         if (sscanf(name, "GPU %d memory%n", &ev->device, &end) != 1 || name[end]) return false;

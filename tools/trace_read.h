@@ -45,6 +45,7 @@ typedef struct trace_event {
     uint64_t demanded, resident_bytes, host, soft_limit, total_bytes;
     uint64_t step;
     const json_value *uses;    /* array of "0x..." strings */
+    uint64_t uses_left_out;    /* the launch's uses the trace did not list (it lists a limited number) */
     uint64_t dump, age_us, idle_us;
     int signal;                /* TRACE_END: the signal the process died by, 0 at exit */
     symbols *symbols;          /* the objects the trace described, for trace_frame_name */

@@ -59,6 +59,7 @@ typedef struct {
     uint64_t piece;                           /* LMS_PIECE_MB rounded up to the granularity; 0: none */
     uint64_t recorded_out, recorded_in;
     double recorded_in_us;
+    uint64_t partial_step, partial_left_out;  /* the first launch whose uses the trace did not all list */
     setting *settings;
     size_t setting_count;
     allocation *allocations;
@@ -228,6 +229,12 @@ static int on_event(void *ctx, const trace_event *ev)
         case TRACE_ALLOC: r->seen[ev->device] = true; break;
         case TRACE_SWAP_OUT: r->recorded_out += ev->bytes; break;
         case TRACE_SWAP_IN: r->recorded_in += ev->bytes; r->recorded_in_us += ev->dur_us; break;
+        case TRACE_LAUNCH:
+            if (ev->uses_left_out && !r->partial_left_out) {
+                r->partial_step = ev->step;
+                r->partial_left_out = ev->uses_left_out;
+            }
+            break;
         default: break;
         }
         return 0;
@@ -327,6 +334,13 @@ int command_tune(int argc, char **argv)
     if (trace_read(path, &info, on_event, &r, err, sizeof err) != 0) { print_error("%s", err); return 1; }
     if (!info.uses) {
         print_error("%s: recorded without LMS_TRACE_USES=1, so it holds no launches to replay", path);
+        return 1;
+    }
+    if (r.partial_left_out) {
+        /* A replay without them would keep out of memory what the launch needed. */
+        print_error("%s: the launch at step %ju leaves %ju of its uses out (the trace lists a limited number per "
+                    "launch), so no replay can know what it needed: record with a larger LMS_PIECE_MB",
+                    path, (uintmax_t)r.partial_step, (uintmax_t)r.partial_left_out);
         return 1;
     }
     r.piece = info.piece_bytes ? padded(info.piece_bytes) : 0;
