@@ -11,10 +11,40 @@ typedef struct replayed {
                             replayed); first: see replayed_of */
     size_t cursor;       /* the index in its positions of its next use */
     size_t last_use;     /* the index in the iteration's positions of its latest use */
+    uint64_t used_at;    /* the replay's step of its latest use */
     int resident;
 } replayed;
 
 static replayed *replayed_of(lms_heap_node *node) { return (replayed *)node; }
+
+/* When the replay's step t ends: t counts steps from the first pass's start. */
+static double end_of(const lms_plan_times *times, uint64_t length, uint64_t t)
+{
+    return (double)(t / length) * (double)times->end_ns[length - 1] + (double)times->end_ns[t % length];
+}
+
+/* The victim when step `now` needs room: Belady's (the heap's first), unless times are known
+ * and it has not been idle long enough (by the end of step now) for its copy out; then the one
+ * needed furthest ahead of those that have, if any. Those step now uses are keyed now and
+ * never chosen. */
+static replayed *victim(const lms_heap *resident, const replayed *r, const uint64_t *bytes, uint64_t now,
+                        uint64_t length, const lms_plan_times *times)
+{
+    replayed *furthest = replayed_of(resident->nodes[0]);
+    if (!times)
+        return furthest;
+    double end = end_of(times, length, now);
+    replayed *best = NULL;
+    for (size_t i = 0; i < resident->count; i++) {
+        replayed *v = replayed_of(resident->nodes[i]);
+        if (v->node.key <= now ||
+            end - end_of(times, length, v->used_at) < times->idle_copies * (double)bytes[v - r] * times->copy_ns_per_byte)
+            continue;
+        if (!best || v->node.key > best->node.key || (v->node.key == best->node.key && v->node.tie > best->node.tie))
+            best = v;
+    }
+    return best ? best : furthest;
+}
 
 void lms_plan_free(lms_plan *plan)
 {
@@ -22,14 +52,14 @@ void lms_plan_free(lms_plan *plan)
     *plan = (lms_plan){ 0 };
 }
 
-/* Evicts the resident allocations needed furthest ahead until `used` bytes fit the capacity;
- * those step `now` uses are keyed `now`, and stay. With record, marks each eviction's last
- * use. Returns the bytes still resident. */
-static uint64_t evict_furthest(lms_plan *plan, replayed *r, lms_heap *resident, const uint64_t *bytes,
-                               uint64_t used, uint64_t now, int record)
+/* Evicts victims until `used` bytes fit the capacity; those step `now` uses are keyed `now`,
+ * and stay. With record, marks each eviction's last use. Returns the bytes still resident. */
+static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, const uint64_t *bytes,
+                              uint64_t used, uint64_t now, uint64_t length, const lms_plan_times *times,
+                              int record)
 {
     while (used > plan->capacity && resident->count && resident->nodes[0]->key > now) {
-        replayed *v = replayed_of(resident->nodes[0]);
+        replayed *v = victim(resident, r, bytes, now, length, times);
         lms_heap_remove(resident, &v->node);
         v->resident = 0;
         used -= bytes[v - r];
@@ -41,7 +71,8 @@ static uint64_t evict_furthest(lms_plan *plan, replayed *r, lms_heap *resident, 
     return used;
 }
 
-int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity)
+int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity,
+                  const lms_plan_times *times)
 {
     lms_plan_free(plan);
     plan->capacity = capacity;
@@ -61,6 +92,7 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
                 replayed *v = &r[lms_idmap_find(&it->by_id, it->ids[i])->value];
                 v->node.key = now;
                 v->node.tie = it->ids[i]; /* ties go as lookahead's own choice breaks them */
+                v->used_at = now;
                 if (v->resident) {
                     lms_heap_update(&resident, &v->node);
                 } else {
@@ -69,7 +101,7 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
                     ok = lms_heap_push(&resident, &v->node);
                 }
             }
-            used = evict_furthest(plan, r, &resident, bytes, used, now, pass == 1);
+            used = evict_victims(plan, r, &resident, bytes, used, now, it->length, times, pass == 1);
             for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
                 size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
                 const lms_iteration_uses *uses = &it->uses[u];

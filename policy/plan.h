@@ -15,6 +15,20 @@
 
 #include <stdint.h>
 
+/* When the iteration's steps run, as measured on the device, and how fast a copy goes: with
+ * them the replay evicts, of the allocations whose copy out has had time to finish since their
+ * last use, the one needed furthest ahead. Belady's victim is often one whose last use has
+ * just been queued: the restore that waits for its room then waits for its copy out too, and
+ * the kernel for both. One idle long enough frees the room in time, though it may be needed
+ * sooner and move more bytes: lookahead times both kinds of plan and keeps the faster. */
+typedef struct lms_plan_times {
+    const uint64_t *end_ns;  /* per position: when its step ends, from the iteration's start,
+                                with no step waiting; end_ns[length - 1] is the iteration's
+                                duration */
+    double copy_ns_per_byte; /* a copy between host and device, one way */
+    double idle_copies;      /* idle long enough: for this many copies of the victim's bytes */
+} lms_plan_times;
+
 typedef struct lms_plan {
     uint8_t *evicts;     /* per use, in the iteration's positions order: evicted after it;
                             NULL until the plan is made */
@@ -23,8 +37,11 @@ typedef struct lms_plan {
 } lms_plan;
 
 /* Replays the iteration with capacity bytes; bytes[u] is the size of the allocation of
- * it->uses[u]. Returns 0 when memory is short (the plan is then empty). */
-int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity);
+ * it->uses[u]. With times (may be NULL: Belady's choice alone), the victims are those whose
+ * copy out fits in the time since their last use, where there are any. Returns 0 when memory
+ * is short (the plan is then empty). */
+int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity,
+                  const lms_plan_times *times);
 /* Whether the allocation whose uses are `uses` is evicted after its use at `position`: never
  * when a step overfills, where which allocations stay in host memory decides the traffic. */
 int lms_plan_evicts_after(const lms_plan *plan, const lms_iteration *it, const lms_iteration_uses *uses,

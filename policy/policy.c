@@ -72,3 +72,32 @@ int lms_policy_plans(const lms_policy *policy)
 {
     return policy->ops->plans ? policy->ops->plans(policy) : 0;
 }
+
+size_t lms_policy_steps_to_time(lms_policy *policy, uint64_t *generation)
+{
+    *generation = 0;
+    return policy->ops->steps_to_time ? policy->ops->steps_to_time(policy, generation) : 0;
+}
+
+void lms_policy_step_times(lms_policy *policy, uint64_t generation, const uint64_t *took_ns, size_t count,
+                           double copy_ns_per_byte)
+{
+    if (policy->ops->step_times)
+        policy->ops->step_times(policy, generation, took_ns, count, copy_ns_per_byte);
+}
+
+uint64_t lms_policy_iteration_begins(lms_policy *policy)
+{
+    return policy->ops->iteration_begins ? policy->ops->iteration_begins(policy) : 0;
+}
+
+void lms_policy_iteration_took(lms_policy *policy, uint64_t ordinal, uint64_t ns)
+{
+    if (policy->ops->iteration_took)
+        policy->ops->iteration_took(policy, ordinal, ns);
+}
+
+int lms_policy_plan_chosen(lms_policy *policy, char *line, size_t size)
+{
+    return policy->ops->plan_chosen ? policy->ops->plan_chosen(policy, line, size) : 0;
+}

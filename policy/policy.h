@@ -18,7 +18,8 @@ typedef struct lms_policy lms_policy;
  *   lru        the resident allocation used least recently goes first
  *   lookahead  learns the sequence of steps a training loop repeats, then evicts what is
  *              needed furthest in the future, names what to prefetch, and plans which
- *              allocations to evict right after a step (plan.h); LRU until it has learned one,
+ *              allocations to evict right after a step (plan.h), keeping of its candidate
+ *              plans the one the device runs fastest once timed; LRU until it has learned one,
  *              and again from a step that differs until it has relearned */
 extern const char *const lms_policy_names[];
 
@@ -66,6 +67,30 @@ size_t lms_policy_evict_after_step(lms_policy *policy, size_t capacity, lms_allo
 
 /* Whether lms_policy_evict_after_step names victims at all: the plan it made last applies. */
 int lms_policy_plans(const lms_policy *policy);
+
+/* The device's timing of the learned iteration, for lookahead's plan (plan.h): how many steps,
+ * from the next one told of on, the policy wants the times of (the iteration's length), or 0
+ * when it wants none: it does not predict, or has the times of the iteration it knows.
+ * *generation names that iteration. The caller measures that many steps in a row on the
+ * device, each from when its work starts to when it ends (leaving out what it waits for), and
+ * gives them with lms_policy_step_times. */
+size_t lms_policy_steps_to_time(lms_policy *policy, uint64_t *generation);
+/* Their times (ns, in order) and a copy's time per byte between host and device, one way, as
+ * measured. Ignored unless `count` steps were asked for `generation`, the iteration known
+ * now. From then on the plan uses them. */
+void lms_policy_step_times(lms_policy *policy, uint64_t generation, const uint64_t *took_ns, size_t count,
+                           double copy_ns_per_byte);
+
+/* With the times, lookahead has candidate plans (plan.h) and keeps the fastest, timed on the
+ * device: whether the step told of last begins the learned iteration while it times them,
+ * as its ordinal (from 1; 0: not a start, or nothing to time). The caller marks when that
+ * step's work starts on the device, and gives the time from one start to the next, with the
+ * first's ordinal, once both marks have passed. */
+uint64_t lms_policy_iteration_begins(lms_policy *policy);
+void lms_policy_iteration_took(lms_policy *policy, uint64_t ordinal, uint64_t ns);
+/* Once, right after the candidates have been timed and one kept: writes which, and each one's
+ * time, into line (for the caller's log) and returns 1; else 0. */
+int lms_policy_plan_chosen(lms_policy *policy, char *line, size_t size);
 
 /* How far ahead to prefetch: lms_policy_prefetch's answer, cut before the first allocation
  * that would pass either limit, for a caller that restores the answer in order, making room

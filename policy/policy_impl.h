@@ -21,6 +21,12 @@ typedef struct lms_policy_ops {
     int (*predicts)(const lms_policy *policy);
     int (*plans)(const lms_policy *policy);
     size_t (*evict_after_step)(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max);
+    size_t (*steps_to_time)(lms_policy *policy, uint64_t *generation);
+    void (*step_times)(lms_policy *policy, uint64_t generation, const uint64_t *took_ns, size_t count,
+                       double copy_ns_per_byte);
+    uint64_t (*iteration_begins)(lms_policy *policy);
+    void (*iteration_took)(lms_policy *policy, uint64_t ordinal, uint64_t ns);
+    int (*plan_chosen)(lms_policy *policy, char *line, size_t size);
 } lms_policy_ops;
 
 /* Every policy's state starts with this header, so lms_policy_* can dispatch. */

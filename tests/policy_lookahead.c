@@ -3,6 +3,7 @@
  * future), names what to prefetch, falls back to LRU when the sequence changes (checked
  * against an LRU policy told the same) and learns again; on synthetic sequences, on one
  * recorded from the trainer under liblms, and on 10^5 calls with its cost per call. */
+#include "policy/plan.h"
 #include "policy/policy.h"
 #include "tests/tap.h"
 
@@ -945,6 +946,123 @@ static void test_plan_training(void)
     free_schedule(&run);
 }
 
+/* ---- the plan, with the iteration's times ---- */
+
+/* The allocation each use of the plan evicts after, as "id@position ...". */
+static void plan_evictions(const lms_iteration *it, const lms_plan *p, char *out, size_t size)
+{
+    out[0] = 0;
+    for (size_t i = 0; i < it->id_count; i++) {
+        size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
+        const lms_iteration_uses *uses = &it->uses[u];
+        size_t step = 0;
+        while (it->first[step + 1] <= i)
+            step++;
+        size_t at = lms_iteration_first_use(uses, step);
+        if (p->evicts[(size_t)(uses->positions - it->positions) + at])
+            snprintf(out + strlen(out), size - strlen(out), "%s%llu@%zu", out[0] ? " " : "", (unsigned long long)it->ids[i], step);
+    }
+}
+
+/* The replay itself, on the loop below from step 0, each step taking 10 ns and a copy out 15:
+ * Belady's plan evicts 5 after step 1; wanting victims idle for one copy's time, 2 after step 0
+ * instead (needed as soon as 5, and idle longer); for two copies' time, few are idle enough
+ * and the plan evicts more. */
+static void test_plan_victims(void)
+{
+    lms_iteration it = { 0 };
+    const lms_alloc_id loop[5][2] = { { 5, 2 }, { 5 }, { 4, 3 }, { 4 }, { 1 } };
+    for (int i = 0; i < 5; i++)
+        lms_iteration_add_step(&it, loop[i], loop[i][1] ? 2 : 1);
+    if (!lms_iteration_index(&it))
+        bail_out("cannot index the loop");
+    uint64_t bytes[5] = { 100, 100, 100, 100, 100 }, ends[5] = { 10, 20, 30, 40, 50 };
+    char said[3][64];
+    const double idle_copies[3] = { 0, 1, 2 };
+    for (int k = 0; k < 3; k++) {
+        lms_plan p = { 0 };
+        lms_plan_times times = { ends, 0.15, idle_copies[k] };
+        if (!lms_plan_make(&p, &it, bytes, 400, k ? &times : NULL))
+            bail_out("no plan");
+        plan_evictions(&it, &p, said[k], sizeof said[k]);
+        lms_plan_free(&p);
+    }
+    is_str(said[0], "5@1", "Belady's plan evicts 5 after step 1");
+    is_str(said[1], "2@0", "victims idle for one copy: 2 after step 0");
+    is_str(said[2], "5@1 3@2 1@4", "victims idle for two: three evictions");
+    lms_iteration_clear(&it);
+}
+
+/* Steps {5, 2}, {5}, {4, 3}, {4}, {1} in room for four. Each step takes 10 ns and a copy out
+ * 15 (0.15 ns a byte). Belady's plan evicts the victim needed furthest ahead right after its
+ * last use, never 2 after step 0; replayed from step 0, it evicts 5 after step 1, idle for
+ * less than a copy's time when the room is needed at step 4, where a plan that wants its
+ * victims idle for one copy evicts 2 after step 0 instead. On this "device", iterations that
+ * evict after step 0 take 50 ns, the others 60: once each candidate has been timed, a plan
+ * that does is kept. */
+static void test_plan_timed(void)
+{
+    schedule iter = { 0 }, run = { 0 };
+    const lms_alloc_id loop[5][2] = { { 5, 2 }, { 5 }, { 4, 3 }, { 4 }, { 1 } };
+    for (int i = 0; i < 5; i++)
+        add_step(&iter, loop[i], loop[i][1] ? 2 : 1);
+    repeat(&run, &iter, 0, 5, 40);
+    size_t bytes[6] = { 0, 100, 100, 100, 100, 100 };
+    cache c;
+    cache_init(&c, "lookahead", &run, 5, 400);
+    c.plan = 1;
+    c.planned_at = calloc(run.steps, sizeof *c.planned_at);
+    cache_fill(&c, bytes, 0);
+    uint64_t generation = 0, previous = 0;
+    size_t wanted = 0, timed_from = 0, starts = 0, started = 0, last_start = 0, belady_loops = 0;
+    int given = 0;
+    for (size_t t = 0; t < run.steps; t++) {
+        run_step(&c, t);
+        if (!given && !wanted && (wanted = lms_policy_steps_to_time(c.policy, &generation)))
+            timed_from = t + 1;
+        else if (!given && wanted && t + 1 == timed_from + wanted) {
+            uint64_t *took = malloc(wanted * sizeof *took);
+            for (size_t i = 0; i < wanted; i++)
+                took[i] = 10;
+            lms_policy_step_times(c.policy, generation + 1, took, wanted, 0.15);
+            lms_policy_step_times(c.policy, generation, took, wanted - 1, 0.15);
+            uint64_t again;
+            ok(lms_policy_steps_to_time(c.policy, &again) == wanted && again == generation,
+               "times for another iteration, or of another length, are ignored");
+            lms_policy_step_times(c.policy, generation, took, wanted, 0.15);
+            ok(lms_policy_steps_to_time(c.policy, &again) == 0, "once given, no more times are wanted");
+            free(took);
+            given = 1;
+            for (size_t k = 0; k + 5 <= t; k += 5)
+                belady_loops += c.planned_at[k] == 0 && c.planned_at[k + 1] + c.planned_at[k + 2] + c.planned_at[k + 3] +
+                                                            c.planned_at[k + 4] > 0;
+        }
+        uint64_t ordinal = lms_policy_iteration_begins(c.policy);
+        if (ordinal) {
+            int after_step_0 = 0;
+            for (size_t k = started; k < t; k++)
+                after_step_0 |= k % 5 == 0 && c.planned_at[k];
+            if (previous)
+                lms_policy_iteration_took(c.policy, previous, after_step_0 ? 50 : 60);
+            previous = ordinal;
+            started = last_start = t;
+            starts++;
+        }
+    }
+    size_t last = run.steps - 5;
+    ok(given && belady_loops > 0, "before the times, Belady's plan evicts, never after step 0 (%zu loops)", belady_loops);
+    ok(starts >= 8 && last_start < last, "the candidates are timed, over %zu iterations, and then no more", starts);
+    ok(c.planned_at[last] == 1 && c.bad == 0 && consistent(&c), "the plan kept evicts after step 0");
+    free(c.planned_at);
+    cache_free(&c);
+    lms_policy *lru = lms_policy_create("lru");
+    ok(lms_policy_steps_to_time(lru, &generation) == 0 && lms_policy_iteration_begins(lru) == 0,
+       "lru wants no times");
+    lms_policy_destroy(lru);
+    free_schedule(&iter);
+    free_schedule(&run);
+}
+
 /* ---- cost ---- */
 
 typedef struct measured { size_t restores, last_restores, predicted; double choose_ns, use_ns; } measured;
@@ -1006,7 +1124,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(35);
+    plan(44);
     test_names();
     test_lru_until_learned();
     test_cycle();
@@ -1017,6 +1135,8 @@ int main(void)
     test_recorded();
     test_plan_small();
     test_plan_training();
+    test_plan_victims();
+    test_plan_timed();
     test_cost();
     return exit_status();
 }
