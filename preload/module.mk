@@ -12,7 +12,7 @@
 #   the bottom and sets the middle going) and the wrappers of the entry points.
 # options_table.c is no part of the library: the options' documentation, built from options.c.
 LMS_LAYER_BOTTOM := real_dlsym real_driver options log quote output_file signals stack
-LMS_LAYER_MIDDLE := residency swap stats trace graphs pointer_arrays launch_scan fork
+LMS_LAYER_MIDDLE := residency swap step_times stats trace graphs pointer_arrays launch_scan fork
 LMS_LAYER_TOP    := interpose wrappers graph_wrappers nccl_wrappers queries
 LMS_OBJS := $(patsubst %,$(BUILD)/preload/%.o,$(LMS_LAYER_BOTTOM) $(LMS_LAYER_MIDDLE) $(LMS_LAYER_TOP))
 LIBLMS   := $(BUILD)/preload/liblms.so

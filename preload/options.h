@@ -76,7 +76,14 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "eviction); while the program waits for the device (`cuStreamSynchronize`, "             \
       "`cuEventSynchronize`, a copy into host memory that the host waits for), finish the "    \
       "evictions in flight and restore into the room they free; 0: restore only what each "    \
-      "call needs")
+      "call needs")                                                                             \
+    X(PLAN_TIMING, ENUM, 0, "1", lms_flag_names,                                               \
+      "1: with `lookahead` and `LMS_PREFETCH=1`, once the iteration is learned, time its steps " \
+      "and a copy out on the device (events around each call for one iteration), then run "    \
+      "each candidate eviction plan for three iterations and keep the fastest: Belady's, and "  \
+      "those that evict, of the allocations idle long enough for their copy out (0.5, 1 or 1.5 " \
+      "copies' time), the one needed furthest ahead, so that a restore does not wait for the "  \
+      "copy out that frees its room; 0: Belady's plan")
 
 extern const char *const lms_mode_names[];
 extern const char *const lms_stats_names[];

@@ -11,7 +11,7 @@
     X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)   \
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) \
     X(cuCtxSynchronize) X(cuStreamQuery)                                                     \
-    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventDestroy_v2)                  \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventDestroy_v2) X(cuEventElapsedTime_v2) \
     X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuKernelGetName) X(cuFuncGetName)       \
     X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGetDefaultMemPool)       \
     X(cuDeviceGetMemPool) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)          \

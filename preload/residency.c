@@ -33,6 +33,7 @@
 #include "preload/real_driver.h"
 #include "preload/log.h"
 #include "preload/stats.h"
+#include "preload/step_times.h"
 #include "preload/swap.h"
 #include "preload/trace.h"
 
@@ -1635,6 +1636,36 @@ static void lock_call(lms_call *call)
         call->device = -1;
 }
 
+/* The devices whose allocations the call holds. */
+static uint32_t devices_held_by(const lms_call *call)
+{
+    uint32_t devices = 0;
+    for (size_t i = 0; i < call->held_count; i++)
+        devices |= DEVICE_BIT(call->held[i].alloc->device);
+    return devices;
+}
+
+/* The call's part in timing the learned iteration (step_times.h), once its stream waits for
+ * its restores: its start, where it holds allocations of one device only, which it returns;
+ * else -1, and where it holds several devices' or is captured (a step whose work runs at the
+ * graph's launch), the measurements on those devices stop: their steps are no longer timed in
+ * a row. */
+static int time_call_begin(const lms_call *call)
+{
+    if (!call->held_count || !lms_opt.PREFETCH.value || !lms_opt.PLAN_TIMING.value)
+        return -1;
+    int d = call->held[0].alloc->device;
+    uint32_t devices = devices_held_by(call);
+    if (devices == DEVICE_BIT(d) && !call->capturing) {
+        lms_step_times_before_call(&R.dev[d], d, call->stream);
+        return d;
+    }
+    for (int e = 0; e < LMS_MAX_DEVICES; e++)
+        if (devices & DEVICE_BIT(e))
+            lms_step_times_break(&R.dev[e], e);
+    return -1;
+}
+
 CUresult lms_call_begin(lms_call *call)
 {
     if (!swapping() || (call->ref_count == 0 && !call->uses_any))
@@ -1654,6 +1685,7 @@ CUresult lms_call_begin(lms_call *call)
         lms_stats_stall(lms_stats_now() - stall_start);
     for (size_t i = 0; i < call->held_count; i++)
         lms_swap_wait_restored(call->held[i].alloc, call->stream, call->capturing);
+    int timed = time_call_begin(call);
     uint64_t now = lms_stats_now();
     uint64_t inline_addrs[LMS_CALL_INLINE];
     uint64_t *addrs = call->held_count <= LMS_CALL_INLINE ? inline_addrs
@@ -1671,6 +1703,8 @@ CUresult lms_call_begin(lms_call *call)
                               call->held_count);
     if (addrs != inline_addrs)
         free(addrs);
+    if (timed >= 0)
+        lms_step_times_iteration_mark(&R.dev[timed], timed, call->stream);
     if (r == CUDA_SUCCESS && !call->capturing && lms_opt.PREFETCH.value)
         for (size_t i = 0; i < call->held_count; i++)
             if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
@@ -1678,6 +1712,16 @@ CUresult lms_call_begin(lms_call *call)
     unlock_devices();
     leave(mode);
     return r;
+}
+
+/* Its part at the end, once its work is queued (lms_call_begin timed its start). */
+static void time_call_end(const lms_call *call)
+{
+    int d = call->held[0].alloc->device;
+    if (devices_held_by(call) == DEVICE_BIT(d)) {
+        lms_step_times_after_call(&R.dev[d], d, call->stream);
+        lms_step_times_collect(&R.dev[d], d);
+    }
 }
 
 void lms_call_end(lms_call *call, CUresult result)
@@ -1699,8 +1743,11 @@ void lms_call_end(lms_call *call, CUresult result)
         }
         if (call->uses_any && !call->capturing && call->device >= 0)
             lms_swap_record_use(&R.dev[call->device].unscanned, call->stream);
-        if (call->held_count && !call->capturing && swapping() && lms_opt.PREFETCH.value)
+        if (call->held_count && !call->capturing && swapping() && lms_opt.PREFETCH.value) {
+            if (lms_opt.PLAN_TIMING.value)
+                time_call_end(call);
             plan_evictions(call->held[0].alloc->device);
+        }
         unlock_devices();
         leave(mode);
     }
@@ -1791,6 +1838,7 @@ static void lose_device(int d, int gone)
     }
     lms_swap_uses_clear(&ds->unscanned, gone);
     lms_swap_backing_context_ends(d, gone);
+    lms_step_times_forget(ds, d, gone);
     lms_swap_streams_destroy(ds, gone);
     trace_counters(d);
     lms_log(LMS_LOG_INFO, d, "its context ended: liblms let go of the allocations made in it");

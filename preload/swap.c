@@ -437,8 +437,14 @@ CUresult lms_swap_out_begin(lms_device *dev, lms_block *a, lms_uses *unscanned)
         r = lms_real.cuStreamWaitEvent(dev->copy_out, b->done, 0);
     if (r == CUDA_SUCCESS) {
         uint64_t range = lms_trace_range_begin(LMS_SWAP_OUT, a->size);
+        int timed = dev->timed_copy.wanted &&
+                    lms_real.cuEventRecord(dev->timed_copy.start, dev->copy_out) == CUDA_SUCCESS;
         r = b->pinned ? lms_real.cuMemcpyDtoHAsync_v2(b->pinned, a->addr, a->size, dev->copy_out)
                       : lms_real.cuMemcpyDtoDAsync_v2(b->stage, a->addr, a->size, dev->copy_out);
+        if (timed && r == CUDA_SUCCESS && lms_real.cuEventRecord(dev->timed_copy.end, dev->copy_out) == CUDA_SUCCESS) {
+            dev->timed_copy.bytes = a->size;
+            dev->timed_copy.wanted = 0;
+        }
         lms_trace_range_end(range);
         if (r == CUDA_SUCCESS && record(&b->done, dev->copy_out) != CUDA_SUCCESS)
             drain(dev->copy_out); /* nothing to know its end by: the host waits for it now */

@@ -115,6 +115,11 @@ typedef struct lms_device {
     size_t live;            /* allocations the program holds */
     lms_block *pending;     /* freed, not yet released */
     lms_block *to_map;      /* evicted, their backing to map at their address (LMS_MAP_EVICTED) */
+    struct {                /* the next eviction's copy, timed for step_times.h when wanted */
+        int wanted;
+        CUevent start, end; /* made with timing: recorded around the copy */
+        size_t bytes;       /* copied between them; 0 until then */
+    } timed_copy;
 } lms_device;
 
 /* The device's copy streams, in the current context (dev->ctx). */

@@ -7,8 +7,10 @@
  * (their buffers are off the device when the wait returns, not at the next call). Without
  * ahead-of-need work (LMS_PREFETCH=0) a wait changes nothing. Every buffer
  * matches its host model at the end. The kernels are slow enough for the copies to hide behind
- * them, as in training. Each case runs in both backing modes, with LMS_MAP_EVICTED=0 so that
- * an evicted buffer's address is unmapped. */
+ * them, as in training. Once learned, the loop's steps are timed, and each candidate plan
+ * (policy/plan.h) runs in turn: the log names the one kept (not with LMS_PLAN_TIMING=0). Each
+ * case runs in both backing modes, with LMS_MAP_EVICTED=0 so that an evicted buffer's address
+ * is unmapped. */
 #include "sim/sim_module.h"
 #include "tests/lms_testlib.h"
 
@@ -23,6 +25,7 @@
 static CUdeviceptr buf[BUFFERS];
 static unsigned char *model[BUFFERS];
 static CUdeviceptr result; /* small: no allocation the policy counts, its reads no step */
+static int timing_wanted;  /* timed_plan: whether the candidate plans are timed */
 
 enum wait_kind { STREAM_SYNC, EVENT_SYNC, PAGEABLE_COPY, SYNC_COPY };
 
@@ -133,6 +136,24 @@ static int evicted_during_event_wait(void) { return evicted_during(EVENT_SYNC); 
 static int evicted_during_pageable_copy(void) { return evicted_during(PAGEABLE_COPY); }
 static int evicted_during_sync_copy(void) { return evicted_during(SYNC_COPY); }
 
+/* With the plan's timing on (the default), the loop's steps and a copy out are timed once it
+ * is learned, each candidate plan runs for three loops, and the log says which was kept. */
+static int timed_plan(void)
+{
+    lms_test_stderr_begin();
+    int finished = loop_then_waits(STREAM_SYNC);
+    const char *said = lms_test_stderr_end();
+    int told = strstr(said, "plan: kept ") != NULL && strstr(said, "iterations timed: Belady's ") != NULL;
+    if (told != timing_wanted)
+        fprintf(stderr, "liblms said: %s\n", said);
+    EXPECT(told == timing_wanted);
+    EXPECT(finished >= 3);
+    EXPECT(all_match());
+    return 0;
+}
+static int timed_plan_on(void) { timing_wanted = 1; return timed_plan(); }
+static int timed_plan_off(void) { timing_wanted = 0; return timed_plan(); }
+
 static int kept_without_ahead(void)
 {
     EXPECT(loop_then_waits(STREAM_SYNC) == 0);
@@ -155,6 +176,11 @@ int main(int argc, char **argv)
           { NULL } },
         { "no-ahead", "with LMS_PREFETCH=0 the program's waits change nothing",
           kept_without_ahead, { "LMS_PREFETCH=0", NULL } },
+        { "timed-plan", "the loop's steps are timed on the device, each candidate plan runs, the "
+                        "log names the one kept; every buffer keeps its bytes",
+          timed_plan_on, { "LMS_LOG_LEVEL=1", NULL } },
+        { "untimed-plan", "with LMS_PLAN_TIMING=0 nothing is timed", timed_plan_off,
+          { "LMS_LOG_LEVEL=1", "LMS_PLAN_TIMING=0", NULL } },
     };
     return lms_test_main(argc, argv, cases, sizeof cases / sizeof *cases, common);
 }
