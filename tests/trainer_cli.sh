@@ -4,7 +4,7 @@
 set -u
 . "$LMS_SOURCE_DIR/tests/trainer_tap.sh"
 
-echo "1..40"
+echo "1..42"
 
 # expect_error "message fragment" args...: exit 2, the fragment on stderr, nothing left behind.
 expect_error() {
@@ -30,6 +30,8 @@ expect_error "unknown model 'nosuch'" train --model nosuch --cpu
 expect_error "--batch: expected an integer from 1 to 2147483647, got '0'" train --model lenet --batch 0 --cpu
 expect_error "--batch: expected an integer from 1 to 2147483647, got '3000000000'" info --model lenet --batch 3000000000
 expect_error "--iters: expected an integer" train --model lenet --iters many --cpu
+expect_error "--warmup 4: leaves no iteration to time; give fewer than --iters (4)" train --model lenet --iters 4 --warmup 4 --cpu
+expect_error "--warmup applies to train and time, not test" test --model lenet --warmup 1 --weights x.snap --cpu
 expect_error "--gpu 0,0: device 0 is listed twice" train --model lenet --gpu 0,0
 expect_error "--cudnn-batch: expected an integer from 1 to 2147483647, got '0'" train --model lenet --cudnn-batch 0 --cpu
 expect_error "--lr-policy bogus" train --model lenet --lr-policy bogus --cpu

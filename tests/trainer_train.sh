@@ -7,7 +7,7 @@ set -u
 # "ITER LOSS" for every displayed iteration of a log.
 losses() { sed -n 's/.*] Iteration \([0-9]*\) (.*loss = \(.*\)$/\1 \2/p' "$1"; }
 
-echo "1..13"
+echo "1..14"
 
 "$trainer" train --model lenet --cpu --batch 8 --iters 20 --display 1 --test-interval 0 --snapshot-prefix fall 2>fall.log
 report $? "lenet trains 20 iterations on the CPU"
@@ -53,6 +53,11 @@ report $((status + $?)) "time reports each layer's forward and backward, cifar10
 status=$?
 grep -q "Average Forward-Backward: .* images/s, synchronising after every layer; over 2 passes after 1 of warm-up)" time.log
 report $((status + $?)) "time leaves out the first half of a short run as warm-up: 2 of 3 passes timed"
+"$trainer" train --model lenet --cpu --batch 2 --iters 8 --warmup 6 --display 1 --test-interval 0 --snapshot-prefix warm 2>warm.log
+status=$?
+grep -q '] Iteration 5 (warm-up), loss = ' warm.log && grep -q '] Iteration 6 ([0-9.e+]* iter/s' warm.log &&
+    grep -q 'Optimization Done: 8 iterations; the last 2 in .* (6 of warm-up' warm.log
+report $((status + $?)) "--warmup 6: iterations 0 to 5 are warm-up, images/s counts the last 2 of 8"
 
 "$trainer" train --model unet3d --size 16 --cpu --batch 1 --iters 1 --display 1 --test-interval 0 \
     --snapshot-prefix unet 2>unet.log &&

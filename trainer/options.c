@@ -14,7 +14,7 @@ enum {
     OPT_POWER, OPT_STEPSIZE, OPT_STEPVALUES, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_TEST_INTERVAL,
     OPT_TEST_ITERS, OPT_DISPLAY, OPT_SNAPSHOT, OPT_SNAPSHOT_PREFIX, OPT_RESUME, OPT_WEIGHTS, OPT_CPU,
     OPT_SIM, OPT_GPU, OPT_DETERMINISTIC, OPT_STRICT_FP32, OPT_WORKSPACE, OPT_CUDNN_BATCH, OPT_SIZE, OPT_LOSS,
-    OPT_HELP,
+    OPT_WARMUP, OPT_HELP,
 };
 
 typedef struct OptionInfo {
@@ -30,6 +30,9 @@ static const OptionInfo option_table[] = {
     {"iters", OPT_ITERS, "N",
      "train: iterations to run in all (max_iter); test: batches to evaluate, as --test-iters; time: passes "
      "(default 50)"},
+    {"warmup", OPT_WARMUP, "N",
+     "train and time: iterations (passes) left out of the rates, fewer than --iters (default: 5, or the first "
+     "half of a run of fewer than 10)"},
     {"data", OPT_DATA, "SPEC", "synthetic (default), cifar10:DIR or mnist:DIR"},
     {"seed", OPT_SEED, "N", "seed of the weights, the synthetic data and dropout (default 1)"},
     {"lr", OPT_LR, "RATE", "base learning rate"},
@@ -206,6 +209,7 @@ static void apply(Parser *p, Config *cfg, const Given *g)
 #define GIVEN(key) ((v = g->value[key]) != NULL)
     if (GIVEN(OPT_BATCH)) cfg->batch = parse_int(p, "batch", v, 1);
     if (GIVEN(OPT_ITERS)) cfg->time_iterations = s->max_iter = parse_long(p, "iters", v, 1);
+    if (GIVEN(OPT_WARMUP)) cfg->warmup = parse_long(p, "warmup", v, 0);
     if (GIVEN(OPT_DATA)) cfg->data = v;
     if (GIVEN(OPT_SEED)) cfg->seed = (uint64_t)parse_long(p, "seed", v, 0);
     if (GIVEN(OPT_LR)) s->base_lr = parse_float(p, "lr", v);
@@ -249,6 +253,10 @@ static void apply(Parser *p, Config *cfg, const Given *g)
     if (cfg->command == CMD_TEST && !cfg->weights) error(p, "test needs --weights FILE (a snapshot)");
     if (cfg->command != CMD_TEST && cfg->weights) error(p, "--weights applies to test only; train takes --resume");
     if (cfg->command != CMD_TRAIN && cfg->resume) error(p, "--resume applies to train only");
+    if (cfg->command == CMD_TEST && g->value[OPT_WARMUP]) error(p, "--warmup applies to train and time, not test");
+    if (cfg->warmup >= 0 && cfg->warmup >= (cfg->command == CMD_TIME ? cfg->time_iterations : s->max_iter))
+        error(p, "--warmup %ld: leaves no iteration to time; give fewer than --iters (%ld)", cfg->warmup,
+              cfg->command == CMD_TIME ? cfg->time_iterations : s->max_iter);
     if (cfg->command == CMD_TEST && g->value[OPT_ITERS]) {
         if (g->value[OPT_TEST_ITERS]) error(p, "test: --iters and --test-iters both count the batches; give one");
         s->test_iter = s->max_iter;
@@ -312,6 +320,7 @@ int options_parse(int argc, char **argv, Config *cfg, char *err, size_t errlen)
     cfg->seed = 1;
     cfg->gpu_options.workspace_limit = (size_t)1024 << 20;
     cfg->time_iterations = 50;
+    cfg->warmup = -1;
     cfg->snapshot_prefix = cfg->model->name;
     cfg->model_options = (ModelOptions){.unet_size = 64, .unet_loss = LAYER_DICE_LOSS};
     cfg->ngpus = 1;

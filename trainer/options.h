@@ -30,6 +30,7 @@ typedef struct Config {
     const char *resume;       /* train: snapshot to continue from */
     const char *weights;      /* test: snapshot to evaluate */
     long time_iterations;     /* time: forward-backward passes to average */
+    long warmup;              /* --warmup: iterations left out of the rates; -1: run.c's default */
 } Config;
 
 /* Parses argv into cfg. Returns 0 to go on, 1 when --help was printed (exit 0), or -1 with a

@@ -104,9 +104,12 @@ static void format_duration(char *buf, size_t len, double seconds)
 
 /* Rates leave out the warm-up, whose first launches and lazy initialisation (cuDNN's and
  * cuBLAS's, the first touch of every buffer) say nothing of the steady speed: the first 5
- * iterations, or the first half of a run of fewer than 10 (so none of a single iteration). */
-static long warmup_iterations(long n)
+ * iterations, or the first half of a run of fewer than 10 (so none of a single iteration),
+ * unless --warmup says how many. */
+static long warmup_iterations(const Config *cfg, long n)
 {
+    if (cfg->warmup >= 0)
+        return cfg->warmup < n ? cfg->warmup : n;
     return n / 2 < 5 ? n / 2 : 5;
 }
 
@@ -168,7 +171,7 @@ int run_train(const Config *cfg, Net *net)
     log_info("Solving %s on %s, batch %d%s, %s data, lr policy %s, base_lr %g", net->model, net->be->name,
              net->batch, ranks, train.ds.name, lr_policy_name(s->policy), s->base_lr);
     const Backend *be = net->be;
-    long first_iter = iter, timed_from = iter + warmup_iterations(s->max_iter - iter);
+    long first_iter = iter, timed_from = iter + warmup_iterations(cfg, s->max_iter - iter);
     long shown = timed_from; /* the timed iterations and the clock at the last display */
     Stopwatch clock = {be, 0, -1};
     double shown_at = 0, start = be->seconds();
@@ -260,7 +263,7 @@ int run_time(const Config *cfg, Net *net)
     }
     feed(&train, net, 0);
     double *fwd = calloc(net->nlayers, sizeof *fwd), *bwd = calloc(net->nlayers, sizeof *bwd);
-    long n = cfg->time_iterations, warmup = warmup_iterations(n), timed = n - warmup;
+    long n = cfg->time_iterations, warmup = warmup_iterations(cfg, n), timed = n - warmup;
     be->synchronize();
     double start = be->seconds();
     for (long it = 0; it < n; it++) {
