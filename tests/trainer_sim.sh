@@ -150,6 +150,20 @@ check_model cifar10_quick 1 2 --batch $quick_batch
 check_model cifar10_full 1 2 --batch $full_batch
 [ -n "${SANITIZE:-}" ] || check_model unet3d 1 1 --size 16 --batch 1
 
+# The lookahead policy learns lenet's iteration, times it and each of its candidate plans on
+# the simulated GPU, and keeps the fastest (the log says which): the CPU's losses all along.
+iterations=24
+flags="--model lenet --batch 16 --iters $iterations --display 1 --test-interval 0"
+rm -f cpu_iter_*.snap
+"$trainer" train $flags --cpu --snapshot-prefix cpu 2>cpu.log
+losses cpu.log >cpu.txt
+kib=$((lenet_cache_kib + 1024))
+swap_run "lenet, $iterations iterations under LMS_POLICY=lookahead, cache at its largest call and a MiB" \
+    env LD_PRELOAD="$runtime $liblms" LMS_THRESHOLD_KB=16 LMS_STATS=json LMS_POLICY=lookahead LMS_LOG_LEVEL=1 \
+    LMS_EXCLUDE_MB=$((capacity_mb * 1024 - kib))K
+grep -q "plan: kept" swap.log
+report $? "and liblms timed the candidate plans: $(sed -n 's/.*plan: \(kept [^(]*\).*/\1/p' swap.log)"
+
 # Snapshots on the simulated GPU under lms-run --sim, swapping, with a test phase: the
 # resumed run repeats the uninterrupted one and ends with the same snapshot. The cache has a
 # MiB more than lenet's largest call, for the test set's labels.
