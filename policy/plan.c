@@ -25,25 +25,21 @@ static double end_of(const lms_plan_times *times, uint64_t length, uint64_t t)
 
 /* The victim when step `now` needs room: Belady's (the heap's first), unless times are known
  * and it has not been idle long enough (by the end of step now) for its copy out; then the one
- * needed furthest ahead of those that have, if any. Those step now uses are keyed now and
- * never chosen. */
-static replayed *victim(const lms_heap *resident, const replayed *r, const uint64_t *bytes, uint64_t now,
-                        uint64_t length, const lms_plan_times *times)
+ * needed furthest ahead of those that have, if any (walking the heap in its order). Those step
+ * now uses are keyed now and never chosen. */
+static replayed *victim(const lms_heap *resident, lms_heap_walk *walk, const replayed *r, const uint64_t *bytes,
+                        uint64_t now, uint64_t length, const lms_plan_times *times)
 {
     replayed *furthest = replayed_of(resident->nodes[0]);
-    if (!times)
+    if (!times || !lms_heap_walk_start(walk, resident))
         return furthest;
     double end = end_of(times, length, now);
-    replayed *best = NULL;
-    for (size_t i = 0; i < resident->count; i++) {
-        replayed *v = replayed_of(resident->nodes[i]);
-        if (v->node.key <= now ||
-            end - end_of(times, length, v->used_at) < times->idle_copies * (double)bytes[v - r] * times->copy_ns_per_byte)
-            continue;
-        if (!best || v->node.key > best->node.key || (v->node.key == best->node.key && v->node.tie > best->node.tie))
-            best = v;
+    for (lms_heap_node *n; (n = lms_heap_walk_next(walk)) && n->key > now;) {
+        replayed *v = replayed_of(n);
+        if (end - end_of(times, length, v->used_at) >= times->idle_copies * (double)bytes[v - r] * times->copy_ns_per_byte)
+            return v;
     }
-    return best ? best : furthest;
+    return furthest;
 }
 
 void lms_plan_free(lms_plan *plan)
@@ -54,12 +50,12 @@ void lms_plan_free(lms_plan *plan)
 
 /* Evicts victims until `used` bytes fit the capacity; those step `now` uses are keyed `now`,
  * and stay. With record, marks each eviction's last use. Returns the bytes still resident. */
-static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, const uint64_t *bytes,
-                              uint64_t used, uint64_t now, uint64_t length, const lms_plan_times *times,
-                              int record)
+static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, lms_heap_walk *walk,
+                              const uint64_t *bytes, uint64_t used, uint64_t now, uint64_t length,
+                              const lms_plan_times *times, int record)
 {
     while (used > plan->capacity && resident->count && resident->nodes[0]->key > now) {
-        replayed *v = victim(resident, r, bytes, now, length, times);
+        replayed *v = victim(resident, walk, r, bytes, now, length, times);
         lms_heap_remove(resident, &v->node);
         v->resident = 0;
         used -= bytes[v - r];
@@ -78,6 +74,7 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
     plan->capacity = capacity;
     replayed *r = calloc(it->distinct ? it->distinct : 1, sizeof *r);
     lms_heap resident = { .largest_first = 1 };
+    lms_heap_walk walk = { 0 };
     plan->evicts = calloc(it->id_count ? it->id_count : 1, 1);
     int ok = r && plan->evicts;
     for (size_t u = 0; ok && u < it->distinct; u++)
@@ -101,7 +98,7 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
                     ok = lms_heap_push(&resident, &v->node);
                 }
             }
-            used = evict_victims(plan, r, &resident, bytes, used, now, it->length, times, pass == 1);
+            used = evict_victims(plan, r, &resident, &walk, bytes, used, now, it->length, times, pass == 1);
             for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
                 size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
                 const lms_iteration_uses *uses = &it->uses[u];
@@ -114,6 +111,7 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
         }
     }
     lms_heap_free(&resident);
+    lms_heap_walk_free(&walk);
     free(r);
     if (!ok) {
         lms_plan_free(plan);

@@ -1120,11 +1120,45 @@ static void test_cost(void)
     ok(planned.restores != NONE && planned.last_restores <= la.last_restores,
        "with the plan, the fourth iteration restores no more (%zu against %zu)", planned.last_restores,
        la.last_restores);
+
+    /* A timed plan of that iteration: each candidate is made once, when its trial begins. */
+    schedule iter = { 0 };
+    size_t ids = training_iteration(&iter, 9000, NULL);
+    size_t *sizes = calloc(ids + 1, sizeof *sizes), total = 0;
+    schedule sized = { 0 };
+    training_iteration(&sized, 9000, sizes);
+    lms_iteration it = { 0 };
+    for (size_t t = 0; t < iter.steps; t++)
+        lms_iteration_add_step(&it, iter.ids + iter.first[t], iter.first[t + 1] - iter.first[t]);
+    uint64_t *bytes = calloc(ids + 1, sizeof *bytes), *ends = calloc(iter.steps, sizeof *ends);
+    if (!sizes || !bytes || !ends || !lms_iteration_index(&it))
+        bail_out("out of memory");
+    for (size_t i = 0; i < it.id_count; i++) {
+        size_t u = lms_idmap_find(&it.by_id, it.ids[i])->value;
+        bytes[u] = sizes[it.ids[i]];
+    }
+    for (size_t u = 0; u < it.distinct; u++)
+        total += bytes[u];
+    for (size_t t = 0; t < iter.steps; t++)
+        ends[t] = 1000 * (t + 1);
+    lms_plan p = { 0 };
+    lms_plan_times times = { ends, 1e-3, 1 };
+    uint64_t t0 = now_ns();
+    int made = lms_plan_make(&p, &it, bytes, total * 2 / 5, &times);
+    diag("its plan with times, victims idle for a copy's time: made in %.1f ms", (now_ns() - t0) / 1e6);
+    ok(made && lms_plan_applies(&p), "the timed plan of an iteration of 27000 steps is made");
+    lms_plan_free(&p);
+    lms_iteration_clear(&it);
+    free(bytes);
+    free(ends);
+    free(sizes);
+    free_schedule(&iter);
+    free_schedule(&sized);
 }
 
 int main(void)
 {
-    plan(44);
+    plan(45);
     test_names();
     test_lru_until_learned();
     test_cycle();
