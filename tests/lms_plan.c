@@ -181,6 +181,9 @@ int main(int argc, char **argv)
           timed_plan_on, { "LMS_LOG_LEVEL=1", NULL } },
         { "untimed-plan", "with LMS_PLAN_TIMING=0 nothing is timed", timed_plan_off,
           { "LMS_LOG_LEVEL=1", "LMS_PLAN_TIMING=0", NULL } },
+        { "timed-plan-unread", "a step's time the driver fails to give (cuEventElapsedTime): that "
+                               "measurement is dropped, the next one is made, and the plans are timed",
+          timed_plan_on, { "LMS_LOG_LEVEL=1", "LMS_SIM_FAIL=cuEventElapsedTime:3:UNKNOWN", NULL } },
     };
     return lms_test_main(argc, argv, cases, sizeof cases / sizeof *cases, common);
 }
