@@ -11,12 +11,19 @@
 /* An iteration longer than this is not measured: its plan stays Belady's. */
 #define MAX_STEPS 65536
 
+/* Measurements of one iteration that failed before it is left to Belady's plan. */
+#define TRIES 3
+
 static struct measurement {
     uint64_t given_up;     /* the policy's iteration whose measurement broke: not tried again */
     uint64_t generation;   /* the policy's iteration being measured */
+    unsigned failed;       /* measurements of it that failed so far */
     size_t wanted;         /* steps asked for; 0: no measurement runs */
     size_t begun, ended;   /* steps whose start, and whose end, are marked */
+    size_t read;           /* steps whose times are read */
     CUevent *marks;        /* each step's start, then its end */
+    uint64_t *took;        /* the steps' times, as read */
+    uint64_t copy_ns;      /* the copy out's, once read; 0 before */
 } measuring[LMS_MAX_DEVICES];
 
 static void destroy_events(CUevent *events, size_t count)
@@ -32,7 +39,8 @@ static void stop(lms_device *dev, int device, int gone)
     if (m->marks && !gone)
         destroy_events(m->marks, 2 * m->wanted);
     free(m->marks);
-    *m = (struct measurement){ .given_up = m->given_up };
+    free(m->took);
+    *m = (struct measurement){ .given_up = m->given_up, .generation = m->generation, .failed = m->failed };
     if (!gone && dev->timed_copy.start) {
         CUevent copy[] = { dev->timed_copy.start, dev->timed_copy.end };
         destroy_events(copy, 2);
@@ -47,10 +55,16 @@ static void stop(lms_device *dev, int device, int gone)
 static int start(lms_device *dev, int device, size_t wanted, uint64_t generation)
 {
     struct measurement *m = &measuring[device];
-    if (wanted > MAX_STEPS || !(m->marks = calloc(2 * wanted, sizeof *m->marks)))
-        return 0;
-    m->wanted = wanted;
+    if (generation != m->generation)
+        m->failed = 0;
     m->generation = generation;
+    if (wanted > MAX_STEPS || !(m->marks = calloc(2 * wanted, sizeof *m->marks)) ||
+        !(m->took = malloc(wanted * sizeof *m->took))) {
+        free(m->marks);
+        m->marks = NULL;
+        return 0;
+    }
+    m->wanted = wanted;
     CUresult r = lms_real.cuEventCreate(&dev->timed_copy.start, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS)
         r = lms_real.cuEventCreate(&dev->timed_copy.end, CU_EVENT_DEFAULT);
@@ -100,14 +114,17 @@ static int done(CUevent event)
     return lms_real.cuEventQuery(event) == CUDA_SUCCESS;
 }
 
-/* ns between two completed events: the driver gives milliseconds, to about half a microsecond. */
-static int elapsed_ns(CUevent from, CUevent to, uint64_t *ns)
+/* ns between two events: the driver gives milliseconds, to about half a microsecond, and
+ * CUDA_ERROR_NOT_READY until both have completed. */
+static CUresult elapsed_ns(CUevent from, CUevent to, uint64_t *ns)
 {
     float ms;
-    if (lms_real.cuEventElapsedTime_v2(&ms, from, to) != CUDA_SUCCESS || ms < 0)
-        return 0;
-    *ns = (uint64_t)((double)ms * 1e6 + 0.5);
-    return 1;
+    CUresult r = lms_real.cuEventElapsedTime_v2(&ms, from, to);
+    if (r == CUDA_SUCCESS && ms < 0)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *ns = (uint64_t)((double)ms * 1e6 + 0.5);
+    return r;
 }
 
 /* Iteration starts, while the policy times its candidate plans: the latest two marks. */
@@ -127,7 +144,7 @@ static void give_iteration(lms_device *dev, int device)
     if (!im->pending || !done(im->event[im->latest]))
         return;
     int earlier = 1 - im->latest;
-    if (elapsed_ns(im->event[earlier], im->event[im->latest], &ns))
+    if (elapsed_ns(im->event[earlier], im->event[im->latest], &ns) == CUDA_SUCCESS)
         lms_policy_iteration_took(dev->policy, im->ordinal[earlier], ns);
     im->pending = 0;
     char line[256];
@@ -154,21 +171,26 @@ void lms_step_times_iteration_mark(lms_device *dev, int device, CUstream stream)
     im->marked = 1;
 }
 
+/* Reads the times as their events complete; the program's calls may run on several streams,
+ * so the last to be recorded is not always the last to complete. */
 void lms_step_times_collect(lms_device *dev, int device)
 {
     give_iteration(dev, device);
     struct measurement *m = &measuring[device];
-    if (!m->wanted || m->ended < m->wanted || !dev->timed_copy.bytes || !done(m->marks[2 * m->wanted - 1]) ||
-        !done(dev->timed_copy.end))
+    if (!m->wanted || m->ended < m->wanted || !dev->timed_copy.bytes)
         return;
-    uint64_t *took = malloc(m->wanted * sizeof *took), copy_ns = 0;
-    int ok = took && elapsed_ns(dev->timed_copy.start, dev->timed_copy.end, &copy_ns) && copy_ns > 0;
-    for (size_t i = 0; ok && i < m->wanted; i++)
-        ok = elapsed_ns(m->marks[2 * i], m->marks[2 * i + 1], &took[i]);
-    if (ok)
-        lms_policy_step_times(dev->policy, m->generation, took, m->wanted,
-                              (double)copy_ns / (double)dev->timed_copy.bytes);
-    free(took);
+    CUresult r = m->copy_ns ? CUDA_SUCCESS : elapsed_ns(dev->timed_copy.start, dev->timed_copy.end, &m->copy_ns);
+    while (r == CUDA_SUCCESS && m->read < m->wanted) {
+        r = elapsed_ns(m->marks[2 * m->read], m->marks[2 * m->read + 1], &m->took[m->read]);
+        m->read += r == CUDA_SUCCESS;
+    }
+    if (r == CUDA_ERROR_NOT_READY)
+        return;
+    if (r == CUDA_SUCCESS && m->copy_ns > 0)
+        lms_policy_step_times(dev->policy, m->generation, m->took, m->wanted,
+                              (double)m->copy_ns / (double)dev->timed_copy.bytes);
+    else if (++m->failed >= TRIES)
+        m->given_up = m->generation;
     stop(dev, device, 0);
 }
 
