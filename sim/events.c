@@ -196,9 +196,11 @@ static CUresult elapsed_time(float *pMilliseconds, CUevent hStart, CUevent hEnd)
         result = CUDA_ERROR_INVALID_HANDLE;
     else if (start->capture_id || end->capture_id)
         result = CUDA_ERROR_CAPTURED_EVENT;
-    else if (start->done_seq < start->record_seq || end->done_seq < end->record_seq)
-        result = CUDA_ERROR_NOT_READY;
-    else
+    else if (start->vt_recorded > cd_host_now() || end->vt_recorded > cd_host_now())
+        result = CUDA_ERROR_NOT_READY; /* as cuEventQuery: virtual time answers */
+    while (result == CUDA_SUCCESS && (start->done_seq < start->record_seq || end->done_seq < end->record_seq))
+        pthread_cond_wait(&cd.progress, &cd.lock);
+    if (result == CUDA_SUCCESS)
         *pMilliseconds = (float)(((double)end->vt_recorded - (double)start->vt_recorded) / 1e6);
     pthread_mutex_unlock(&cd.lock);
     return result;

@@ -65,7 +65,7 @@ static void unmap_under_queued_kernel(void *arg)
 
 int main(void)
 {
-    plan(30);
+    plan(32);
 
     /* First, while this process has no threads: a TSan child must not inherit any. */
     is_int(tap_run_in_child(unmap_under_queued_kernel, NULL), SIGSEGV,
@@ -125,6 +125,17 @@ int main(void)
     is_int(cuEventElapsedTime_v2(&ms, start, done), CUDA_SUCCESS, "elapsed time once both ran");
     ok(ms >= 100 && ms < 100.1, "elapsed time is virtual: the 100 ms kernel as its cost function "
        "prices it (%.4f ms)", (double)ms);
+    /* Virtual time answers it as it answers cuEventQuery: an event the host's clock has not
+     * reached is not complete, however far the worker threads have got, so that a program
+     * polling either sees the same answers on every run. */
+    CHECK_CU(cuEventRecord(start, s1));
+    CHECK_CU(launch_slow_store(s1, a, 2, 20));
+    CHECK_CU(cuEventRecord(done, s1));
+    sleep_ms(200); /* the worker's real run is long over */
+    is_int(cuEventQuery(done), CUDA_ERROR_NOT_READY, "cuEventQuery: NOT_READY before the host's clock reaches it");
+    is_int(cuEventElapsedTime_v2(&ms, start, done), CUDA_ERROR_NOT_READY,
+           "cuEventElapsedTime: NOT_READY too, though the worker has run it");
+    CHECK_CU(cuEventSynchronize(done));
     is_int(cuEventElapsedTime_v2(&ms, start, never), CUDA_ERROR_INVALID_HANDLE,
            "elapsed time to an event never recorded: INVALID_HANDLE");
     is_int(cuEventElapsedTime_v2(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE,
