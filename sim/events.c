@@ -150,19 +150,26 @@ static CUresult check_queryable_locked(const cd_event *e, const char *call)
     return cd_capture_unsafe_call_locked(call);
 }
 
+/* Whether the event's last record is complete. Virtual time alone answers, so that a program
+ * polling a query sees the same answers, and its clock the same time, on every run; work that
+ * virtual time says is done is waited for if the worker threads are behind. */
+static CUresult event_complete_locked(const cd_event *e)
+{
+    if (e->vt_recorded > cd_host_now())
+        return CUDA_ERROR_NOT_READY;
+    while (e->done_seq < e->record_seq)
+        pthread_cond_wait(&cd.progress, &cd.lock);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuEventQuery(CUevent hEvent)
 {
     CD_ENTER("cuEventQuery");
     pthread_mutex_lock(&cd.lock);
     cd_event *e = find_event_locked(hEvent);
     CUresult result = check_queryable_locked(e, "cuEventQuery");
-    /* Virtual time alone answers, so that a program polling a query sees the same answers,
-     * and its clock the same time, on every run; work that virtual time says is done is
-     * waited for if the worker threads are behind. */
-    if (result == CUDA_SUCCESS && e->vt_recorded > cd_host_now())
-        result = CUDA_ERROR_NOT_READY;
-    while (result == CUDA_SUCCESS && e->done_seq < e->record_seq)
-        pthread_cond_wait(&cd.progress, &cd.lock);
+    if (result == CUDA_SUCCESS)
+        result = event_complete_locked(e);
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
@@ -196,10 +203,8 @@ static CUresult elapsed_time(float *pMilliseconds, CUevent hStart, CUevent hEnd)
         result = CUDA_ERROR_INVALID_HANDLE;
     else if (start->capture_id || end->capture_id)
         result = CUDA_ERROR_CAPTURED_EVENT;
-    else if (start->vt_recorded > cd_host_now() || end->vt_recorded > cd_host_now())
-        result = CUDA_ERROR_NOT_READY; /* as cuEventQuery: virtual time answers */
-    while (result == CUDA_SUCCESS && (start->done_seq < start->record_seq || end->done_seq < end->record_seq))
-        pthread_cond_wait(&cd.progress, &cd.lock);
+    else if ((result = event_complete_locked(start)) == CUDA_SUCCESS)
+        result = event_complete_locked(end);
     if (result == CUDA_SUCCESS)
         *pMilliseconds = (float)(((double)end->vt_recorded - (double)start->vt_recorded) / 1e6);
     pthread_mutex_unlock(&cd.lock);
