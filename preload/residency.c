@@ -1293,6 +1293,7 @@ void lms_call_init(lms_call *call, CUstream stream, const char *what)
     call->capturing = 0;
     call->uses_any = 0;
     call->device = -1;
+    call->timed_device = -1;
     call->what = what;
     call->ref_count = call->held_count = 0;
     call->ref_cap = call->held_cap = LMS_CALL_INLINE;
@@ -1685,7 +1686,7 @@ CUresult lms_call_begin(lms_call *call)
         lms_stats_stall(lms_stats_now() - stall_start);
     for (size_t i = 0; i < call->held_count; i++)
         lms_swap_wait_restored(call->held[i].alloc, call->stream, call->capturing);
-    int timed = time_call_begin(call);
+    call->timed_device = time_call_begin(call);
     uint64_t now = lms_stats_now();
     uint64_t inline_addrs[LMS_CALL_INLINE];
     uint64_t *addrs = call->held_count <= LMS_CALL_INLINE ? inline_addrs
@@ -1703,8 +1704,8 @@ CUresult lms_call_begin(lms_call *call)
                               call->held_count);
     if (addrs != inline_addrs)
         free(addrs);
-    if (timed >= 0)
-        lms_step_times_iteration_mark(&R.dev[timed], timed, call->stream);
+    if (call->timed_device >= 0)
+        lms_step_times_iteration_mark(&R.dev[call->timed_device], call->timed_device, call->stream);
     if (r == CUDA_SUCCESS && !call->capturing && lms_opt.PREFETCH.value)
         for (size_t i = 0; i < call->held_count; i++)
             if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
@@ -1712,16 +1713,6 @@ CUresult lms_call_begin(lms_call *call)
     unlock_devices();
     leave(mode);
     return r;
-}
-
-/* Its part at the end, once its work is queued (lms_call_begin timed its start). */
-static void time_call_end(const lms_call *call)
-{
-    int d = call->held[0].alloc->device;
-    if (devices_held_by(call) == DEVICE_BIT(d)) {
-        lms_step_times_after_call(&R.dev[d], d, call->stream);
-        lms_step_times_collect(&R.dev[d], d);
-    }
 }
 
 void lms_call_end(lms_call *call, CUresult result)
@@ -1743,11 +1734,12 @@ void lms_call_end(lms_call *call, CUresult result)
         }
         if (call->uses_any && !call->capturing && call->device >= 0)
             lms_swap_record_use(&R.dev[call->device].unscanned, call->stream);
-        if (call->held_count && !call->capturing && swapping() && lms_opt.PREFETCH.value) {
-            if (lms_opt.PLAN_TIMING.value)
-                time_call_end(call);
-            plan_evictions(call->held[0].alloc->device);
+        if (call->timed_device >= 0) { /* its start is marked: now its end */
+            lms_step_times_after_call(&R.dev[call->timed_device], call->timed_device, call->stream);
+            lms_step_times_collect(&R.dev[call->timed_device], call->timed_device);
         }
+        if (call->held_count && !call->capturing && swapping() && lms_opt.PREFETCH.value)
+            plan_evictions(call->held[0].alloc->device);
         unlock_devices();
         leave(mode);
     }

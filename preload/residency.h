@@ -57,6 +57,7 @@ typedef struct lms_call {
     int capturing;        /* the stream captures into a graph: uses go to the graph instead */
     int uses_any;         /* a launch whose parameters could not be read: it may use anything */
     int device;           /* with uses_any, the current device: its allocations wait for it */
+    int timed_device;     /* the device whose step times the call marks (step_times.h), or -1 */
     const char *what;     /* the kernel's name, "memcpy" or "memset": for the trace */
     size_t ref_count, ref_cap;
     lms_ref *refs;        /* ranges and scanned words; inline_refs until it grows */
