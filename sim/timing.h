@@ -6,9 +6,10 @@
  * have been reached and the engine it needs is free, and it ends after its modelled
  * duration. Each device has one compute engine (kernels, device-to-device copies and
  * memsets, one at a time: real kernels may overlap, the model does not) and a copy engine
- * per direction, which share the PCIe link with the work that reaches host memory. The host clock advances by the modelled cost of each driver call, and
- * calls that wait move it to the completion time of what they wait for; the host's own
- * computing between calls is not counted, so that results do not depend on the machine. */
+ * per direction, which share the PCIe link with the work that reaches host memory. The host
+ * clock advances by the modelled cost of each driver call, and calls that wait move it to the
+ * completion time of what they wait for; the host's own computing between calls is not
+ * counted, so that results do not depend on the machine. */
 #ifndef LMS_SIM_TIMING_H
 #define LMS_SIM_TIMING_H
 
