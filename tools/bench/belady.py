@@ -29,16 +29,24 @@ def _pieces(addr, size, piece):
             for offset in range(0, size, step)]
 
 
+def read_events(trace_path):
+    """The trace's events, to replay more than once without reading it again."""
+    with open(trace_path) as f:
+        events = json.load(f)
+    return events.get("traceEvents", []) if isinstance(events, dict) else events
+
+
 def traffic(trace_path, cap_bytes, piece_bytes=0):
     """Bytes copied out and in after the first fill, by Belady's rule on the trace's launches,
     in the trace's pieces or in finer ones of piece_bytes; None when a step needs more than the
     cap at once (liblms then leaves some of its pieces in host memory for the kernel to use
     there, which this does not model), or when the trace left some of a launch's uses out
     (it lists a limited number per launch)."""
-    with open(trace_path) as f:
-        events = json.load(f)
-    if isinstance(events, dict):
-        events = events.get("traceEvents", [])
+    return traffic_of(read_events(trace_path), cap_bytes, piece_bytes)
+
+
+def traffic_of(events, cap_bytes, piece_bytes=0):
+    """traffic, on events read_events gave."""
     piece = next((e["args"].get("piece_bytes", 0) for e in events if e.get("name") == "lms.settings"), 0)
     finer = -(-piece_bytes // GRANULARITY) * GRANULARITY if piece_bytes and (not piece or piece_bytes < piece) else 0
     size, parts, steps = {}, {}, []
