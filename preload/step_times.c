@@ -109,11 +109,6 @@ void lms_step_times_break(lms_device *dev, int device)
     }
 }
 
-static int done(CUevent event)
-{
-    return lms_real.cuEventQuery(event) == CUDA_SUCCESS;
-}
-
 /* ns between two events: the driver gives milliseconds, to about half a microsecond, and
  * CUDA_ERROR_NOT_READY until both have completed. */
 static CUresult elapsed_ns(CUevent from, CUevent to, uint64_t *ns)
@@ -136,15 +131,16 @@ static struct iteration_marks {
     int pending;           /* the time from the other mark to the latest is still to give */
 } marks[LMS_MAX_DEVICES];
 
-/* Gives the policy the time between the last two marks, once the latest has passed. */
+/* Gives the policy the time between the last two marks, once both have passed. */
 static void give_iteration(lms_device *dev, int device)
 {
     struct iteration_marks *im = &marks[device];
     uint64_t ns;
-    if (!im->pending || !done(im->event[im->latest]))
-        return;
     int earlier = 1 - im->latest;
-    if (elapsed_ns(im->event[earlier], im->event[im->latest], &ns) == CUDA_SUCCESS)
+    CUresult r = im->pending ? elapsed_ns(im->event[earlier], im->event[im->latest], &ns) : CUDA_ERROR_NOT_READY;
+    if (r == CUDA_ERROR_NOT_READY)
+        return;
+    if (r == CUDA_SUCCESS)
         lms_policy_iteration_took(dev->policy, im->ordinal[earlier], ns);
     im->pending = 0;
     char line[256];
