@@ -10,7 +10,10 @@
  * runs (freed in a capture). */
 typedef struct use_set {
     uint64_t key;          /* a capture's id, or a graph's or executable graph's handle */
-    uint64_t origin;       /* a capture begun through liblms: the id of the stream it began on */
+    int begun_here;        /* a capture begun through liblms, on origin (origin_thread's own
+                            * stream where origin is the per-thread default stream) */
+    CUstream origin;
+    pthread_t origin_thread;
     lms_graph_ref *refs;
     size_t count, cap;
     uint64_t *frees;
@@ -113,11 +116,14 @@ static void dedupe(use_set *set)
 
 /* ---- captures ---- */
 
-/* Per-thread default streams share one handle: a stream is known by its id. 0: unknown. */
-static uint64_t stream_id(CUstream stream)
+/* Whether a capture began on stream, as the calling thread names it. The stream is known by
+ * its handle, not by cuStreamGetId: the driver refuses that for a capturing stream and
+ * invalidates the capture (measured on the H100, where it broke every capture cuDNN's
+ * algorithm search makes). Per-thread default streams share one handle: each is its thread's. */
+static int began_on(const use_set *set, CUstream stream)
 {
-    unsigned long long id;
-    return lms_real.cuStreamGetId && lms_real.cuStreamGetId(stream, &id) == CUDA_SUCCESS ? id : 0;
+    return set->begun_here && set->origin == stream &&
+           (stream != CU_STREAM_PER_THREAD || pthread_equal(set->origin_thread, pthread_self()));
 }
 
 /* The id of the capture that stream's work goes into, shared by every stream it forked; 0
@@ -173,13 +179,15 @@ int lms_graph_captured_free(CUstream stream, uint64_t addr)
 
 void lms_graph_capture_begun(CUstream stream)
 {
-    uint64_t id = capture_id(stream), origin = stream_id(stream);
-    if (!id || !origin)
+    uint64_t id = capture_id(stream);
+    if (!id)
         return;
     pthread_mutex_lock(&sets_lock);
     use_set *set = find_or_add(&captures, id);
-    if (set && !set->origin) {
-        set->origin = origin;
+    if (set && !set->begun_here) {
+        set->begun_here = 1;
+        set->origin = stream;
+        set->origin_thread = pthread_self();
         begun++;
     }
     pthread_mutex_unlock(&sets_lock);
@@ -187,13 +195,13 @@ void lms_graph_capture_begun(CUstream stream)
 
 uint64_t lms_graph_capture_of(CUstream stream)
 {
-    uint64_t id = capture_id(stream), origin = stream_id(stream);
-    if (id || !origin)
+    uint64_t id = capture_id(stream);
+    if (id)
         return id;
     /* An invalidated capture no longer tells its id: it is found by the stream it began on. */
     pthread_mutex_lock(&sets_lock);
     for (const use_set *set = captures; set && !id; set = set->hh.next)
-        if (set->origin == origin)
+        if (began_on(set, stream))
             id = set->key;
     pthread_mutex_unlock(&sets_lock);
     return id;
@@ -211,7 +219,7 @@ void lms_graph_capture_ended(uint64_t capture, CUgraph graph)
         dedupe(made);
     }
     if (set) {
-        begun -= set->origin != 0;
+        begun -= set->begun_here;
         drop(&captures, set);
     }
     pthread_mutex_unlock(&sets_lock);

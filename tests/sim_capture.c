@@ -266,6 +266,16 @@ static void modes(CUstream a, CUstream other, CUevent e1)
     is_int(cuStreamSynchronize(a), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
            "synchronizing the capturing stream itself: UNSUPPORTED in every mode");
     end_invalidated(a);
+    /* Measured on the H100, in every mode: liblms asking a capturing stream's id broke every
+     * capture of cuDNN's algorithm search. */
+    unsigned long long id;
+    CUcontext owner;
+    CHECK_CU(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    is_int(cuStreamGetId(other, &id), CUDA_SUCCESS, "cuStreamGetId of another stream during a capture: allowed");
+    is_int(cuStreamGetCtx(a, &owner), CUDA_SUCCESS, "cuStreamGetCtx of the capturing stream: allowed");
+    is_int(cuStreamGetId(a, &id), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+           "cuStreamGetId of the capturing stream itself: UNSUPPORTED in every mode");
+    end_invalidated(a);
     CHECK_CU(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
     is_int(end_in_thread(a), CUDA_SUCCESS, "a RELAXED capture may be ended by another thread");
 
@@ -294,9 +304,17 @@ static void legacy_stream(CUstream blocking)
     is_int(cuStreamIsCapturing(NULL, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
            "cuStreamIsCapturing(legacy) while a blocking stream captures: IMPLICIT");
     is_int(status_of(blocking), CU_STREAM_CAPTURE_STATUS_ACTIVE, "which leaves the capture active");
-    cuuint64_t id;
-    is_int(cuStreamGetCaptureInfo(NULL, &status, &id, NULL, NULL, NULL, NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+    cuuint64_t capture;
+    is_int(cuStreamGetCaptureInfo(NULL, &status, &capture, NULL, NULL, NULL, NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
            "cuStreamGetCaptureInfo of the legacy stream: IMPLICIT");
+    unsigned long long id;
+    is_int(cuStreamGetId(CU_STREAM_PER_THREAD, &id), CUDA_SUCCESS, "cuStreamGetId of the per-thread stream: allowed");
+    is_int(status_of(blocking), CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture still active");
+    is_int(cuStreamGetId(NULL, &id), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+           "cuStreamGetId of the legacy stream: IMPLICIT (measured on the H100)");
+    is_int(status_of(blocking), CU_STREAM_CAPTURE_STATUS_INVALIDATED, "which invalidates the capture");
+    end_invalidated(blocking);
+    CHECK_CU(cuStreamBeginCapture_v2(blocking, CU_STREAM_CAPTURE_MODE_RELAXED));
     is_int(launch_add(NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
            "work on the legacy stream: IMPLICIT");
     is_int(status_of(blocking), CU_STREAM_CAPTURE_STATUS_INVALIDATED, "which invalidates the capture");
@@ -311,7 +329,7 @@ static void legacy_stream(CUstream blocking)
 
 int main(void)
 {
-    plan(49);
+    plan(56);
     setenv("LMS_SIM_LOG", "/dev/null", 1); /* refused calls are logged */
     ctx = sim_setup(16 << 20);
     const size_t sizes[] = {sizeof(int *)};
