@@ -265,7 +265,8 @@ static void large_pool(const Backend *gpu)
     net_free(nets[1]);
 }
 
-/* A launch that the runtime refuses (a grid of no blocks: a sum over no channels) ends the
+/* A launch that the runtime refuses (a grid of no blocks: a sum over no channels; CUDA 13's
+ * runtime says "invalid argument", earlier ones "invalid configuration argument") ends the
  * program with the kernel's name rather than leaving its result unwritten. In a child forked
  * before this process touches CUDA, whose context would not survive the fork. Returns 1 when
  * the child stopped so, 0 when not, -1 when it found no GPU; what it printed is in said. */
@@ -292,7 +293,7 @@ static int launch_refused(char *said, size_t len)
     waitpid(child, &status, 0);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return -1;
     return WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
-           strstr(said, "lms-trainer: CUDA error invalid configuration argument launching channel_sum_kernel") != NULL;
+           strncmp(said, "lms-trainer: CUDA error ", 24) == 0 && strstr(said, " launching channel_sum_kernel") != NULL;
 }
 
 int main(void)
