@@ -120,7 +120,7 @@ GPU_TESTS += $(BUILD)/tests/lms_gpu.t
 # the driver's stub, the driver itself being found when it runs.
 $(BUILD)/tests/lms_nccl_gpu_check: $(BUILD)/tests/lms_nccl_gpu.o
 	$(CC) $(LDFLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
-$(BUILD)/tests/lms_nccl_gpu.t: tests/lms_nccl_gpu.sh $(BUILD)/tests/lms_nccl_gpu_check $(LIBLMS)
+$(BUILD)/tests/lms_nccl_gpu.t: tests/lms_nccl_gpu.sh $(BUILD)/tests/lms_nccl_gpu_check $(BUILD)/tests/lms_gpu_check $(LIBLMS)
 	cp $< $@ && chmod +x $@
 
 GPU_TESTS += $(BUILD)/tests/lms_nccl_gpu.t

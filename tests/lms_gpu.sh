@@ -8,7 +8,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "1..0 # SKIP no usable NVIDIA GPU (nvidia-smi -L failed)"
     exit 0
 fi
-total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | head -n1)
+total=$("$program" total-mib) || { echo "1..1"; echo "not ok 1 - $program total-mib failed"; exit 1; }
 limit=1024
 export LMS_EXCLUDE_MB=$((total - limit)) LMS_SOFT_LIMIT_MB=$limit LMS_STATS=table
 preload=$build/preload/liblms.so

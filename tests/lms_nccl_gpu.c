@@ -33,7 +33,7 @@
 #define MIB ((size_t)1 << 20)
 #define BYTES (64 * MIB)                 /* each buffer */
 #define COUNT (BYTES / sizeof(float))
-#define FILLERS 10 /* written to evict: more than the script's 512 MiB cache */
+#define FILLERS 20 /* written to evict: more than the script's 1 GiB cache */
 
 #define NCCL_FUNCTIONS(X)                                                                         \
     X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy) X(ncclAllReduce) X(ncclReduceScatter) \

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The real NCCL under liblms on the real GPU (make check-gpu): each case of lms_nccl_gpu_check
 # (tests/lms_nccl_gpu.c), a collective or a grouped send and receive on one rank, runs in a
-# process of its own under LD_PRELOAD with a 512 MiB cache, its 64 MiB input evicted just
+# process of its own under LD_PRELOAD with a 1 GiB cache, its 64 MiB input evicted just
 # before the call: the result is the host model's, and liblms's statistics show the input
 # copied back in. Each case runs with evicted buffers mapped in host memory (the default) and
 # unmapped, where a kernel reaching one faults (the program says why both are needed). Skips,
@@ -21,8 +21,12 @@ esac
 for v in $(env | sed -n 's/^\(LMS_[A-Z0-9_]*\)=.*/\1/p'); do
     case $v in LMS_BUILD_DIR | LMS_SOURCE_DIR) ;; *) unset "$v" ;; esac
 done
-total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | head -n1)
-cache=512 # room for NCCL's own buffers beside a call's two
+# The driver's total, which LMS_EXCLUDE_MB is taken from (nvidia-smi's is larger).
+total=$("$build/tests/lms_gpu_check" total-mib) || { echo "1..1"; echo "not ok 1 - lms_gpu_check total-mib failed"; exit 1; }
+# Room for NCCL's own buffers beside a call's two. Measured on the H100 (NCCL 2 for CUDA 13):
+# its own take about 390 MiB, so that a 512 MiB cache left a call's two 64 MiB buffers no room,
+# and liblms ran the call with them in host memory (correct, but nothing copied back in).
+cache=1024
 preload=$build/preload/liblms.so
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -50,7 +50,7 @@ $(BUILD)/tests/trainer_%.t: tests/trainer_%.sh tests/trainer_tap.sh $(BUILD)/tra
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 $(BUILD)/tests/trainer_sim.t: $(TRAINER_SIM_MODULE) $(SIM_LIB) $(LIBLMS) $(BUILD)/tools/lms-run
-$(BUILD)/tests/trainer_gpu.t: $(LIBLMS)
+$(BUILD)/tests/trainer_gpu.t: $(LIBLMS) $(BUILD)/tests/lms_gpu_check
 
 # The GPU backend's host side, without a GPU: cuDNN descriptors as libcudnn checks them on the
 # host, and the arithmetic of batch pieces and fast division.
