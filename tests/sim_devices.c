@@ -66,7 +66,7 @@ static void h100_preset(void *arg)
     (void)arg;
     setenv("LMS_SIM_DEVICE", "h100", 1);
     expect(cuInit(0) == CUDA_SUCCESS, "cuInit");
-    expect_shape("NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, 3, 1);
+    expect_shape("NVIDIA H100 80GB HBM3", 81079, 132, 9, 0, 3, 1);
     _exit(0);
 }
 

@@ -92,7 +92,7 @@ int main(void)
             "60 GiB of device memory in use, and what the driver holds");
     CUdeviceptr more;
     is_int(cuMemAlloc_v2(&more, 20 * GIB), CUDA_ERROR_OUT_OF_MEMORY,
-           "past the 81559 MiB of the device: OUT_OF_MEMORY, as ever");
+           "past the 81079 MiB of the device: OUT_OF_MEMORY, as ever");
 
     /* Work over all of it. */
     const size_t sizes[] = {sizeof(void *), sizeof(size_t)};
