@@ -4,6 +4,7 @@
 #include "trainer/batch_pieces.h"
 #include "trainer/gpu_backend.h"
 #include "trainer/gpu_kernels.h"
+#include "trainer/log.h"
 #include "trainer/net.h"
 
 #include <cublas_v2.h>
@@ -364,7 +365,11 @@ static int gpu_setup(Net *net, char *err, size_t errlen)
             failed = choose_algorithms(s, &s->shape[k], &b, l, search, search_size, &need, err, errlen);
     }
     if (search) cudaCheck(cudaFree(search));
-    if (failed || !need) return failed ? -1 : 0;
+    if (failed) return -1;
+    /* Said, because the search's workspace sets the run's peak and the kept one its steady
+     * demand: a model of this backend's memory (the simulated GPU's) needs both. */
+    log_info("cuDNN workspace: %zu bytes for the chosen algorithms (searched in %zu)", need, search_size);
+    if (!need) return 0;
     if (cudaMalloc(&gpu.workspace, need) != cudaSuccess) {
         cudaGetLastError();
         gpu.workspace = NULL;
