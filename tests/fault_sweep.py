@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The fault sweep: every driver entry point liblms calls fails once, at each of its calls in a
 reference workload (tests/fault_workload.c), with CUDA_ERROR_OUT_OF_MEMORY and with
-CUDA_ERROR_UNKNOWN, with host-located VMM on and off, on one device and on two.
+CUDA_ERROR_UNKNOWN, with host-located VMM on and off, on one device and on two, under the LRU
+policy; and, on one device with host VMM, under LMS_POLICY=lookahead with the workload's
+training-like loop (--loop), long enough for the policy to learn it, time its steps and choose
+between its plans.
 
 The entry points are those of liblms's real-driver table (preload/hooks.h, real_driver.h). A
 fault-free run of each configuration counts their calls (the simulator's LMS_SIM_CALLS); then the
@@ -36,7 +39,7 @@ source = os.environ.get("LMS_SOURCE_DIR", os.path.join(os.path.dirname(os.path.a
 workload = os.path.join(build, "tests", "fault_workload")
 sanitized = bool(os.environ.get("SANITIZE"))
 ERRORS = ("OUT_OF_MEMORY", "UNKNOWN")
-CONFIGS = tuple((vmm, devices) for vmm in (1, 0) for devices in (1, 2))
+CONFIGS = tuple((vmm, devices, "lru") for vmm in (1, 0) for devices in (1, 2)) + ((1, 1, "lookahead"),)
 BASE_ENV = {"LMS_THRESHOLD_KB": "64", "LMS_EXCLUDE_MB": "0", "LMS_SIM_CAPACITY_MB": "6",
             "LMS_SIM_CONTEXT_RESERVE_MB": "0", "LMS_SIM_KERNEL_RESERVE_MB": "0", "LMS_LOG_LEVEL": "0"}
 FAILURES = ("crash", "hang", "mismatch", "persisting", "many errors")
@@ -44,9 +47,9 @@ FAILURES = ("crash", "hang", "mismatch", "persisting", "many errors")
 KNOWN = {}
 # Runs of the full sweep that failed before their fix, which the sample always makes too:
 # a failed capture query, or capture-mode exchange, during a capture without host VMM.
-REGRESSIONS = (("cuStreamIsCapturing", 8, "UNKNOWN", 0, 1),
-               ("cuThreadExchangeStreamCaptureMode", 67, "UNKNOWN", 0, 1),
-               ("cuThreadExchangeStreamCaptureMode", 145, "OUT_OF_MEMORY", 0, 2))
+REGRESSIONS = (("cuStreamIsCapturing", 8, "UNKNOWN", 0, 1, "lru"),
+               ("cuThreadExchangeStreamCaptureMode", 67, "UNKNOWN", 0, 1, "lru"),
+               ("cuThreadExchangeStreamCaptureMode", 145, "OUT_OF_MEMORY", 0, 2, "lru"))
 
 
 def base_name(symbol):
@@ -68,12 +71,17 @@ def liblms_entry_points():
     return sorted({base_name(n) for n in names})
 
 
-def config_env(vmm, devices):
-    return dict(BASE_ENV, LMS_SIM_HOST_VMM=str(vmm), LMS_SIM_DEVICES=str(devices))
+def config_env(vmm, devices, policy):
+    return dict(BASE_ENV, LMS_SIM_HOST_VMM=str(vmm), LMS_SIM_DEVICES=str(devices), LMS_POLICY=policy)
+
+
+def workload_command(env):
+    """The workload, with its loop where the policy is the one that learns loops."""
+    return [workload] + (["--loop"] if env["LMS_POLICY"] == "lookahead" else [])
 
 
 def command(env):
-    return " ".join("%s=%s" % kv for kv in sorted(env.items())) + " " + workload
+    return " ".join("%s=%s" % kv for kv in sorted(env.items())) + " " + " ".join(workload_command(env))
 
 
 def run(env, timeout):
@@ -83,7 +91,7 @@ def run(env, timeout):
     with tempfile.TemporaryDirectory() as tmp:
         full["LMS_SIM_CALLS"] = os.path.join(tmp, "calls")
         try:
-            p = subprocess.run([workload], env=full, capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(workload_command(env), env=full, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"hang": True}, {}
         calls = {}
@@ -117,11 +125,11 @@ def classify(result, calls, entry, nth):
 
 
 def plan_runs(counts, sampled):
-    """(entry, nth, error, vmm, devices) for each run, in a fixed order."""
+    """(entry, nth, error, vmm, devices, policy) for each run, in a fixed order."""
     runs = []
     for e, entry in enumerate(sorted(counts)):
-        mine = [(entry, nth, error, vmm, devices)
-                for (vmm, devices), calls in sorted(counts[entry].items())
+        mine = [(entry, nth, error) + config
+                for config, calls in sorted(counts[entry].items())
                 for nth in range(1, calls + 1) for error in ERRORS]
         if sampled and len(mine) > sampled:
             # Evenly spaced, first and last included, shifted per entry point so that errors
@@ -159,28 +167,28 @@ def main():
             print("# " + line)
         sys.stdout.flush()
 
-    counts = {}  # entry -> {(vmm, devices): calls}
+    counts = {}  # entry -> {(vmm, devices, policy): calls}
     references = []
-    for vmm, devices in CONFIGS:
-        env = config_env(vmm, devices)
+    for config in CONFIGS:
+        env = config_env(*config)
         result, calls = run(env, args.timeout)
         references.append((env, result, calls))
         for entry in entries:
             if calls.get(entry):
-                counts.setdefault(entry, {})[(vmm, devices)] = calls[entry]
+                counts.setdefault(entry, {})[config] = calls[entry]
     runs = plan_runs(counts, args.per_entry if args.sampled else 0)
     by_entry = {entry: sum(1 for r in runs if r[0] == entry) for entry in counts}
     print("1..%d" % (len(CONFIGS) + len(by_entry)))
     for env, result, _ in references:
         clean = not result.get("hang") and not result.get("crash") and not any(
             result[k] for k in ("errors", "persisting", "mismatches"))
-        ok(clean, "fault-free run, host VMM %s, %s device(s): no error, data right"
-           % (env["LMS_SIM_HOST_VMM"], env["LMS_SIM_DEVICES"]),
+        ok(clean, "fault-free run, host VMM %s, %s device(s), %s: no error, data right"
+           % (env["LMS_SIM_HOST_VMM"], env["LMS_SIM_DEVICES"], env["LMS_POLICY"]),
            [] if clean else [str(result)[:400], "reproduce: " + command(env)])
 
     def one(r):
-        entry, nth, error, vmm, devices = r
-        env = dict(config_env(vmm, devices), LMS_SIM_FAIL="%s:%d:%s" % (entry, nth, error))
+        entry, nth, error = r[:3]
+        env = dict(config_env(*r[3:]), LMS_SIM_FAIL="%s:%d:%s" % (entry, nth, error))
         result, calls = run(env, args.timeout)
         return r, env, result, classify(result, calls, entry, nth)
 
@@ -198,9 +206,9 @@ def main():
         bad = [f for f in failures if f[0][0] == entry]
         summary = ", ".join("%d %s" % (mine.count(o), o) for o in totals if mine.count(o))
         detail = []
-        for (e, nth, error, vmm, devices), env, result, outcome in bad[:5]:
-            detail.append("%s at call %d (%s, host VMM %d, %d device(s)): %s"
-                          % (outcome, nth, error, vmm, devices,
+        for (e, nth, error, vmm, devices, policy), env, result, outcome in bad[:5]:
+            detail.append("%s at call %d (%s, host VMM %d, %d device(s), %s): %s"
+                          % (outcome, nth, error, vmm, devices, policy,
                              (result.get("reported") or [result.get("tail", "").strip()[-200:]])[:3]))
             detail.append("  reproduce: " + command(env))
         if len(bad) > 5:

@@ -4,9 +4,13 @@
  * LMS_EXCLUDE_MB=0 LMS_SIM_CAPACITY_MB=6: five 1 MiB buffers (2 MiB handles) per 6 MiB device.
  *
  * Per device: copies in, a kernel on each buffer, async memset and copy, a memset of a small
- * (unmanaged) buffer, a captured graph launched twice, a peer copy between the devices; then
- * every byte read back and compared, everything freed, and one more buffer used and checked:
- * the program must work again after a fault.
+ * (unmanaged) buffer, a captured graph launched twice, with `--loop` a training-like loop (a
+ * kernel on each of four buffers, then a wait, LOOP_ITERATIONS times: under
+ * LMS_POLICY=lookahead, just enough for the policy to learn it, time its steps and choose
+ * between its plans; it takes four times the workload's other calls, so the sweep runs it in
+ * one configuration only), a peer copy between the devices; then every byte read back and
+ * compared, everything freed, and one more buffer used and checked: the program must work
+ * again after a fault.
  *
  * A driver call that fails is reported on stdout ("error CALL RESULT") and retried once. An
  * injected fault fails one call only and a failed call must have done nothing, so the retry
@@ -23,6 +27,8 @@
 #define BUFFERS 5
 #define SMALL_BYTES 4096
 #define MAX_DEVICES 2
+#define LOOP_BUFFERS 4     /* of BUFFERS: three fit the device beside the small buffer */
+#define LOOP_ITERATIONS 18 /* fewer, and the plans are not yet timed when it ends */
 
 static unsigned errors, persisting, mismatches;
 
@@ -126,6 +132,19 @@ static void graph(device_state *s)
     CALL(cuGraphDestroy(g));
 }
 
+/* The loop of a training run: the same launches every iteration, and a wait at its end. */
+static void loop(device_state *s)
+{
+    use(s);
+    for (int iteration = 0; iteration < LOOP_ITERATIONS; iteration++) {
+        for (unsigned i = 0; i < LOOP_BUFFERS; i++) {
+            CALL(launch_add(s->stream, s->buf[i], MIB, 1));
+            model_add(s->model[i], MIB, 1);
+        }
+        CALL(cuStreamSynchronize(s->stream));
+    }
+}
+
 static void check(device_state *s, int device)
 {
     use(s);
@@ -173,8 +192,13 @@ static void again(device_state *s, int device)
     CALL(cuMemFree(p));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int looping = argc == 2 && strcmp(argv[1], "--loop") == 0;
+    if (argc > 1 && !looping) {
+        fprintf(stderr, "usage: %s [--loop]\n", argv[0]);
+        return 2;
+    }
     int count = 0;
     CALL(cuInit(0));
     CALL(cuDeviceGetCount(&count));
@@ -188,6 +212,8 @@ int main(void)
         compute(&devs[d], d);
     for (int d = 0; d < count; d++)
         graph(&devs[d]);
+    for (int d = 0; looping && d < count; d++)
+        loop(&devs[d]);
     if (count == 2) { /* buffer 4 of device 1 becomes device 0's */
         use(&devs[1]);
         CALL(cuMemcpyPeer(devs[1].buf[4], devs[1].ctx, devs[0].buf[4], devs[0].ctx, MIB));
