@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""tools/gpu-session.sh where there is no GPU: bad arguments get exit 2 and a message naming
+them; a session over a build without the GPU tests says so for each, runs lms-bench, which finds
+no GPU, writes its logs, and ends within its time."""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
+from tools_tap import done, is_equal, ok, plan, run, scratch  # noqa: E402
+
+SCRIPT = os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tools", "gpu-session.sh")
+plan(6)
+tmp = scratch()
+code, _, err = run([SCRIPT, os.path.join(tmp, "out")])
+ok(code == 2 and "usage" in err, "no times: exit 2 and the usage", err)
+code, _, err = run([SCRIPT, os.path.join(tmp, "out"), "1m", "60"])
+ok(code == 2 and "whole seconds" in err, "a time that is not whole seconds: exit 2, saying so", err)
+code, _, err = run([SCRIPT, os.path.join(tmp, "out"), "10", "60"], env=dict(os.environ, LMS_BUILD_DIR=os.path.join(tmp, "none")))
+ok(code == 2 and "LMS_BUILD_DIR" in err, "a build that is not there: exit 2, naming LMS_BUILD_DIR", err)
+
+empty = os.path.join(tmp, "empty-build")
+os.makedirs(os.path.join(empty, "tests"))
+out = os.path.join(tmp, "session")
+began = time.monotonic()
+code, said, err = run([SCRIPT, out, "20", "40"], env=dict(os.environ, LMS_BUILD_DIR=empty))
+took = time.monotonic() - began
+is_equal(code, 0, "a session with nothing to run ends with status 0")
+check = open(os.path.join(out, "check.log")).read() if os.path.exists(os.path.join(out, "check.log")) else ""
+def not_built(text):
+    return sum(1 for line in text.splitlines() if line.startswith("=== ") and "not built" in line)
+
+
+ok(not_built(check) == 6 and not_built(said) == 6,
+   "each of the 6 GPU tests is reported not built, in check.log and in the summary", said + err)
+bench = open(os.path.join(out, "bench.log")).read() if os.path.exists(os.path.join(out, "bench.log")) else ""
+ok("=== lms-bench: exit" in bench and took < 40, f"lms-bench ran, its log written, within the 40 s ({took:.1f} s)", bench)
+done()
