@@ -672,37 +672,36 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
     return cd_enqueue(hStream, op);
 }
 
-/* Ids count from 1 over the process's life, the special streams included, which name the
- * current context's streams, as the driver documents. As measured on the H100, in every mode:
- * a capturing stream's id is refused (UNSUPPORTED), and the legacy stream's while a blocking
- * stream captures (IMPLICIT), each invalidating the capture; cuStreamGetCtx is allowed. */
-CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+/* A stream's id and context (either may be NULL), read under the lock. The special handles
+ * name the current context's streams, as the driver documents. Its id, as measured on the
+ * H100 in every mode, is refused for a capturing stream (UNSUPPORTED) and for the legacy
+ * stream while a blocking stream captures (IMPLICIT), each invalidating the capture; its
+ * context is not. */
+static CUresult stream_identity(CUstream hStream, unsigned long long *id, CUcontext *pctx)
 {
-    CD_ENTER("cuStreamGetId");
-    if (!streamId)
-        return CUDA_ERROR_INVALID_VALUE;
     cd_stream *s;
     pthread_mutex_lock(&cd.lock);
     CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS && (s->capture || s->is_null))
+    if (result == CUDA_SUCCESS && id && (s->capture || s->is_null))
         result = cd_capture_check_stream_locked(s, true);
-    if (result == CUDA_SUCCESS)
-        *streamId = s->id;
+    if (result == CUDA_SUCCESS && id)
+        *id = s->id;
+    if (result == CUDA_SUCCESS && pctx)
+        *pctx = (CUcontext)s->ctx;
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
 
+/* Ids count from 1 over the process's life, the special streams included. */
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    CD_ENTER("cuStreamGetId");
+    return streamId ? stream_identity(hStream, streamId, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult stream_ctx(CUstream hStream, CUcontext *pctx)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    cd_stream *s;
-    pthread_mutex_lock(&cd.lock);
-    CUresult result = cd_resolve_stream_locked(hStream, &s);
-    if (result == CUDA_SUCCESS)
-        *pctx = (CUcontext)s->ctx;
-    pthread_mutex_unlock(&cd.lock);
-    return result;
+    return pctx ? stream_identity(hStream, NULL, pctx) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
