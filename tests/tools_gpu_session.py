@@ -10,6 +10,17 @@ sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
 from tools_tap import done, is_equal, ok, plan, run, scratch  # noqa: E402
 
 SCRIPT = os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tools", "gpu-session.sh")
+
+
+def read(path):
+    return open(path).read() if os.path.exists(path) else ""
+
+
+def not_built(text):
+    """The tests a session's log reports as not built."""
+    return sum(1 for line in text.splitlines() if line.startswith("=== ") and "not built" in line)
+
+
 plan(6)
 tmp = scratch()
 code, _, err = run([SCRIPT, os.path.join(tmp, "out")])
@@ -26,13 +37,9 @@ began = time.monotonic()
 code, said, err = run([SCRIPT, out, "20", "40"], env=dict(os.environ, LMS_BUILD_DIR=empty))
 took = time.monotonic() - began
 is_equal(code, 0, "a session with nothing to run ends with status 0")
-check = open(os.path.join(out, "check.log")).read() if os.path.exists(os.path.join(out, "check.log")) else ""
-def not_built(text):
-    return sum(1 for line in text.splitlines() if line.startswith("=== ") and "not built" in line)
-
-
+check = read(os.path.join(out, "check.log"))
 ok(not_built(check) == 6 and not_built(said) == 6,
    "each of the 6 GPU tests is reported not built, in check.log and in the summary", said + err)
-bench = open(os.path.join(out, "bench.log")).read() if os.path.exists(os.path.join(out, "bench.log")) else ""
+bench = read(os.path.join(out, "bench.log"))
 ok("=== lms-bench: exit" in bench and took < 40, f"lms-bench ran, its log written, within the 40 s ({took:.1f} s)", bench)
 done()
