@@ -13,7 +13,7 @@
 #define MS 1e6
 
 const sim_calibration sim_calibration_h100 = {
-    .version = "h100-2026-11-26.3",
+    .version = "h100-2026-11-26.4",
 
     .pinned_h2d = 55.0 * GB,            /* measured: pinned host -> device */
     .pinned_d2h = 55.0 * GB,            /* measured: device -> pinned host */
@@ -28,6 +28,17 @@ const sim_calibration sim_calibration_h100 = {
                                            allow TF32, as PyTorch's do) */
     .hbm_bytes = 2880 * GB,             /* measured: a kernel reading / writing device memory */
     .zero_copy_bytes = 51.6 * GB,       /* measured: 50.8 read, 52.4 write, host-located VMM */
+    /* How a kernel reaching host memory shares the link with the copy engines, from a kernel
+     * reading 256 MiB of pinned host memory and a 256 MiB copy queued behind it on another
+     * stream (tools/bench/pinned_bandwidth.cu; docs/benchmarks/results.json, 2026-11-26). A
+     * copy to the device ends 10.17 ms after both start, as if it had waited for the kernel
+     * (5.3 ms) and then run alone: the kernel fills its direction (modelled end 10.08 ms). A
+     * copy to the host ends at 9.55 ms: while the kernel reads, it gets about 5.6 GB/s of its
+     * direction. The measured kernel slows to 38.1 GB/s beside the copy to the device; the
+     * model's, queued first, keeps its rate. Writes are assumed to take the same share of
+     * their direction, and posted, none of the other's. */
+    .zero_copy_direction_load = 55.0 / 51.6,  /* fitted: the direction's 55 GB/s at 51.6 */
+    .zero_copy_read_request_load = 0.957,     /* fitted: (55 - 5.6) / 51.6 */
     .kernel_efficiency = 0.1866,        /* fitted: the trainer's cifar10_full at batch 16384
                                            runs at PyTorch eager's measured 281 k images/s
                                            (make bench-sim, stage calibration) */

@@ -26,6 +26,10 @@ typedef struct sim_calibration {
     double fp32_flops;               /* peak */
     double hbm_bytes;                /* kernel reading and writing device memory */
     double zero_copy_bytes;          /* kernel reading and writing host-located memory */
+    double zero_copy_direction_load; /* of a direction's capacity, per byte a kernel moves
+                                        over it, in bytes of a copy */
+    double zero_copy_read_request_load; /* of the other direction's capacity, per byte a kernel
+                                        reads from host memory */
     double kernel_efficiency;        /* share of the roofline real kernels reach (fitted) */
     double kernel_min_ns;            /* the shortest kernel */
 

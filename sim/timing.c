@@ -41,11 +41,8 @@ static int point_at(sim_timeline *t, double x)
         t->link_cap = cap;
     }
     memmove(&t->link[i + 1], &t->link[i], (size_t)(t->link_count - i) * sizeof *t->link);
-    t->link[i] = (sim_link_point){x, {0, 0}};
-    if (i > 0) {
-        t->link[i].rate[0] = t->link[i - 1].rate[0];
-        t->link[i].rate[1] = t->link[i - 1].rate[1];
-    }
+    t->link[i] = i > 0 ? t->link[i - 1] : (sim_link_point){0, {0, 0}, {0, 0}};
+    t->link[i].at = x;
     t->link_count++;
     return i;
 }
@@ -62,23 +59,26 @@ void sim_timeline_forget_before(sim_timeline *t, sim_ns now)
 }
 
 /* Moves `bytes` from time `from`, share[d] of them in direction d, at no more than `rate`,
- * through what the transfers scheduled before leave: of each direction its capacity, of both
- * the bidirectional bandwidth. Adds itself to the link's load; returns its end. */
-static double transfer(sim_timeline *t, const double share[2], double from, double bytes, double rate)
+ * through what the transfers scheduled before leave: of each direction its capacity, taking
+ * load[d] of it per byte moved, and of both the bidirectional bandwidth, taken by the bytes
+ * themselves. Adds itself to the link's load; returns its end. */
+static double transfer(sim_timeline *t, const double share[2], const double load[2], double from, double bytes,
+                       double rate)
 {
     const sim_calibration *cal = sim_calibration_now();
     const double capacity[2] = {cal->pinned_h2d, cal->pinned_d2h};
     double now = from, left = bytes;
     int i = point_at(t, now);
     while (left > 0) {
-        const double *used = i >= 0 ? t->link[i].rate : (const double[2]){0, 0};
+        const sim_link_point idle = {0, {0, 0}, {0, 0}};
+        const sim_link_point *used = i >= 0 ? &t->link[i] : &idle;
         double until = i >= 0 && i + 1 < t->link_count ? t->link[i + 1].at : -1;
-        double r = rate, both = cal->pinned_bidirectional - used[0] - used[1];
+        double r = rate, both = cal->pinned_bidirectional - used->rate[0] - used->rate[1];
         if (both < r)
             r = both;
         for (int d = 0; d < 2; d++)
-            if (share[d] > 0 && (capacity[d] - used[d]) / share[d] < r)
-                r = (capacity[d] - used[d]) / share[d];
+            if (load[d] > 0 && (capacity[d] - used->load[d]) / load[d] < r)
+                r = (capacity[d] - used->load[d]) / load[d];
         if (r <= 0) { /* taken until the load changes */
             now = until;
             i++;
@@ -90,8 +90,10 @@ static double transfer(sim_timeline *t, const double share[2], double from, doub
         if (i >= 0 && (until < 0 || end < until) && point_at(t, end) < 0)
             i = -1; /* no memory for the load: priced, not recorded */
         if (i >= 0) {
-            t->link[i].rate[0] += r * share[0];
-            t->link[i].rate[1] += r * share[1];
+            for (int d = 0; d < 2; d++) {
+                t->link[i].rate[d] += r * share[d];
+                t->link[i].load[d] += r * load[d];
+            }
             i++;
         }
         now = end;
@@ -105,7 +107,7 @@ sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, doubl
     const sim_calibration *cal = sim_calibration_now();
     const double share[2] = {engine == SIM_ENGINE_H2D, engine == SIM_ENGINE_D2H};
     *start = later(ready, t->free_at[engine]);
-    sim_ns end = (sim_ns)(transfer(t, share, (double)*start + cal->copy_latency_ns, bytes, rate) + 0.5);
+    sim_ns end = (sim_ns)(transfer(t, share, share, (double)*start + cal->copy_latency_ns, bytes, rate) + 0.5);
     t->free_at[engine] = end;
     t->busy_ns[engine] += end - *start;
     return end;
@@ -117,8 +119,12 @@ sim_ns sim_timeline_zero_copy(sim_timeline *t, sim_ns ready, double duration_ns,
     *start = later(ready, t->free_at[SIM_ENGINE_COMPUTE]);
     double end = (double)*start + duration_ns;
     if (host_bytes > 0) {
+        const sim_calibration *cal = sim_calibration_now();
         const double share[2] = {share_h2d, 1 - share_h2d};
-        double moved = transfer(t, share, (double)*start, host_bytes, sim_calibration_now()->zero_copy_bytes);
+        /* Its direction's as measured; its reads' requests also take the other one's. */
+        const double load[2] = {share[0] * cal->zero_copy_direction_load,
+                                share[1] * cal->zero_copy_direction_load + share[0] * cal->zero_copy_read_request_load};
+        double moved = transfer(t, share, load, (double)*start, host_bytes, cal->zero_copy_bytes);
         end = moved > end ? moved : end;
     }
     return sim_timeline_compute(t, *start, end - (double)*start, start);

@@ -26,12 +26,14 @@ typedef enum sim_engine {
     SIM_ENGINE_COUNT
 } sim_engine;
 
-/* What the PCIe link carries from `at` until the next point: bytes per second towards the
- * device and away from it, of every transfer scheduled there (copies, and work that reaches
- * host memory). */
+/* What the PCIe link carries from `at` until the next point, of every transfer scheduled there
+ * (copies, and work that reaches host memory), towards the device and away from it: bytes per
+ * second, and how much of each direction's capacity they take (a copy's bytes take as much;
+ * those of work reaching host memory more, calibration.h). */
 typedef struct sim_link_point {
     double at;
     double rate[2];      /* H2D, D2H */
+    double load[2];      /* in bytes per second of a copy */
 } sim_link_point;
 
 /* One device's engines, and its link's load over time: points in time order, the link idle

@@ -28,6 +28,26 @@ static void scale_cost(const sim_launch *launch, sim_kernel_cost *cost)
     cost->written[0] = sizeof(float) * (double)n; /* in place: each value read, then written */
 }
 
+/* sum(const float *data, int n, float *out): *out = the sum of data[i] for i < n; reads
+ * data, and writes one value. */
+static void sum(const sim_launch *launch)
+{
+    const float *data = *(const float **)launch->params[0];
+    int n = *(int *)launch->params[1];
+    float total = 0;
+    for (int i = 0; i < n; i++)
+        total += data[i];
+    **(float **)launch->params[2] = total;
+}
+
+static void sum_cost(const sim_launch *launch, sim_kernel_cost *cost)
+{
+    int n = *(int *)launch->params[1];
+    cost->flops = n;
+    cost->bytes[0] = sizeof(float) * (double)n;
+    cost->bytes[2] = cost->written[2] = sizeof(float);
+}
+
 /* slow_store(int *out, int value): *out = value, after 200 ms. */
 static void slow_store(const sim_launch *launch)
 {
@@ -37,11 +57,13 @@ static void slow_store(const sim_launch *launch)
 }
 
 static const size_t scale_sizes[] = {sizeof(float *), sizeof(float), sizeof(int)};
+static const size_t sum_sizes[] = {sizeof(float *), sizeof(int), sizeof(float *)};
 static const size_t slow_store_sizes[] = {sizeof(int *), sizeof(int)};
 
 static const sim_module_kernel kernels[] = {
     {"scale", scale, 3, scale_sizes, scale_cost},
     {"slow_store", slow_store, 2, slow_store_sizes, NULL},
+    {"sum", sum, 3, sum_sizes, sum_cost},
 };
 
 #else

@@ -105,7 +105,7 @@ static void test_copies_queued_ahead(CUdeviceptr dev, void *pinned)
        "link's bidirectional 93.7 GB/s (%.2f ms; in %.2f ms, out %.2f ms)", last_ms, both_ms, in_ms, out_ms);
 }
 
-static CUfunction scale;
+static CUfunction scale, sum;
 
 static void launch_scale(CUstream s, CUdeviceptr data, int n)
 {
@@ -187,6 +187,51 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
        "a copy each way and a kernel on host memory end after %.2f ms, no sooner than 2.5 GiB "
        "at the link's bidirectional 93.7 GB/s (%.2f ms)", last_ms, both_ms);
     CHECK_CU(cuStreamDestroy_v2(s3));
+}
+
+/* A kernel reading 256 MiB of host memory, queued first, and a 256 MiB copy queued on another
+ * stream at the same moment, as tools/bench/pinned_bandwidth.cu times them on the H100
+ * (docs/benchmarks/results.json, 2026-11-26): the kernel's reads leave little of the other
+ * direction to a copy to the host (it averages 28.1 GB/s, the kernel 49.9), and a copy to the
+ * device shares the kernel's direction (26.4 GB/s; the kernel's slow-down to 38.1 beside it is
+ * not modelled). Each end within 3 % of the measured one. */
+static void test_zero_copy_reads_as_measured(CUdeviceptr dev, void *pinned, CUdeviceptr host_located)
+{
+    CUevent a, kernel_done, copy_done;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&kernel_done, 0));
+    CHECK_CU(cuEventCreate(&copy_done, 0));
+    const double bytes = 256.0 * MIB;
+    int n = (int)(256 * MIB / sizeof(float));
+    CUdeviceptr out = dev + GIB;
+    void *params[] = {&host_located, &n, &out};
+    static const struct { int to_device; double kernel_gbps, copy_gbps; const char *copy; } measured[] = {
+        {0, 49.9, 28.1, "a copy to the host"},
+        {1, 38.1, 26.4, "a copy to the device"},
+    };
+    for (size_t i = 0; i < sizeof measured / sizeof *measured; i++) {
+        start_together(a);
+        CHECK_CU(cuLaunchKernel(sum, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL));
+        CHECK_CU(cuEventRecord(kernel_done, s1));
+        if (measured[i].to_device)
+            CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, 256 * MIB, s2));
+        else
+            CHECK_CU(cuMemcpyDtoHAsync_v2(pinned, dev, 256 * MIB, s2));
+        CHECK_CU(cuEventRecord(copy_done, s2));
+        double kernel_ms = elapsed_ms(a, kernel_done), copy_ms = elapsed_ms(a, copy_done);
+        double copy_expected_ms = bytes / measured[i].copy_gbps / 1e6;
+        double kernel_expected_ms = bytes / measured[i].kernel_gbps / 1e6;
+        ok(copy_ms > 0.97 * copy_expected_ms && copy_ms < 1.03 * copy_expected_ms,
+           "a kernel reading 256 MiB of host memory, then %s of 256 MiB: the copy ends after %.2f ms, "
+           "as measured on the H100 (%.2f ms, %.1f GB/s)", measured[i].copy, copy_ms, copy_expected_ms,
+           measured[i].copy_gbps);
+        if (!measured[i].to_device)
+            ok(kernel_ms > 0.95 * kernel_expected_ms && kernel_ms < 1.05 * kernel_expected_ms,
+               "and the kernel after %.2f ms, near the measured %.2f ms", kernel_ms, kernel_expected_ms);
+    }
+    CHECK_CU(cuEventDestroy_v2(a));
+    CHECK_CU(cuEventDestroy_v2(kernel_done));
+    CHECK_CU(cuEventDestroy_v2(copy_done));
 }
 
 /* How long a scale kernel over n elements at data runs: on an idle stream it starts once the
@@ -380,6 +425,7 @@ int main(int argc, char **argv)
     CUmodule module;
     CHECK_CU(cuModuleLoad(&module, module_path));
     CHECK_CU(cuModuleGetFunction(&scale, module, "scale"));
+    CHECK_CU(cuModuleGetFunction(&sum, module, "sum"));
 
     CUdeviceptr dev;
     void *pinned;
@@ -401,12 +447,13 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(25);
+    plan(28);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_copies_queued_ahead(dev, pinned);
     test_kernels(dev, host_located);
     test_zero_copy_shares_link(dev, pinned, host_located);
+    test_zero_copy_reads_as_measured(dev, pinned, host_located);
     test_ordering_and_waits(dev, pinned, pageable);
     free(pageable);
     test_report();

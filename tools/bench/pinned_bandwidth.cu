@@ -1,9 +1,9 @@
 // Pinned host <-> device bandwidth, one direction at a time and both at once: the
-// physical limit that swapping is measured against. Then how a kernel reading pinned host
+// physical limit that swapping is measured against. Then how a kernel reaching pinned host
 // memory over the bus (zero-copy, as liblms's calls larger than the cache do) shares the link
-// with a copy engine's copy in either direction: the simulator does not model that sharing
-// yet, and these figures are what it would be calibrated from. Prints one JSON object (GB/s,
-// median).
+// with a copy engine's copy in either direction: a kernel reading, queued before the copy and
+// after it, and a kernel writing, queued before it. The simulator's link model is calibrated
+// from these (sim/calibration.c). Prints one JSON object (GB/s, median).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +72,30 @@ __global__ void read_host(const float4 *host, size_t n4, float *sum)
         *sum = acc;
 }
 
-// Median GB/s of REPEATS rounds of the zero-copy kernel reading BYTES, and of a BYTES copy
+// Writes n floats to host memory mapped into the device.
+__global__ void write_host(float4 *host, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x)
+        host[i] = make_float4(1, 2, 3, (float)i);
+}
+
+enum kernel_kind { READS, WRITES };
+
+static void launch_zero_copy(enum kernel_kind kind, void *host_mapped, float *sum, cudaStream_t stream)
+{
+    if (kind == READS)
+        read_host<<<264, 512, 0, stream>>>((const float4 *)host_mapped, BYTES / sizeof(float4), sum);
+    else
+        write_host<<<264, 512, 0, stream>>>((float4 *)host_mapped, BYTES / sizeof(float4));
+    cudaCheck(cudaGetLastError());
+}
+
+// Median GB/s of REPEATS rounds of the zero-copy kernel moving BYTES, and of a BYTES copy
 // queued at the same moment on another stream (direction: 1 to the device, -1 to the host, 0
-// none), each timed from the common start to its own end.
-static void zero_copy_gbps(const void *host_mapped, void *host_copy, void *dev, float *sum, int direction,
-                           cudaStream_t kernel_stream, cudaStream_t copy_stream, double *kernel_gbps,
-                           double *copy_gbps)
+// none), before the kernel when copy_first, each timed from the common start to its own end.
+static void zero_copy_gbps(enum kernel_kind kind, void *host_mapped, void *host_copy, void *dev, float *sum,
+                           int direction, int copy_first, cudaStream_t kernel_stream, cudaStream_t copy_stream,
+                           double *kernel_gbps, double *copy_gbps)
 {
     float kernel[REPEATS], copy[REPEATS];
     for (int r = 0; r < REPEATS; r++) {
@@ -88,13 +106,15 @@ static void zero_copy_gbps(const void *host_mapped, void *host_copy, void *dev, 
         cudaCheck(cudaDeviceSynchronize());
         cudaCheck(cudaEventRecord(start, kernel_stream));
         cudaCheck(cudaStreamWaitEvent(copy_stream, start, 0));
-        read_host<<<264, 512, 0, kernel_stream>>>((const float4 *)host_mapped, BYTES / sizeof(float4), sum);
-        cudaCheck(cudaGetLastError());
+        for (int turn = 0; turn < 2; turn++) {
+            if (turn == copy_first)
+                launch_zero_copy(kind, host_mapped, sum, kernel_stream);
+            else if (direction > 0)
+                cudaCheck(cudaMemcpyAsync(dev, host_copy, BYTES, cudaMemcpyHostToDevice, copy_stream));
+            else if (direction < 0)
+                cudaCheck(cudaMemcpyAsync(host_copy, dev, BYTES, cudaMemcpyDeviceToHost, copy_stream));
+        }
         cudaCheck(cudaEventRecord(kernel_done, kernel_stream));
-        if (direction > 0)
-            cudaCheck(cudaMemcpyAsync(dev, host_copy, BYTES, cudaMemcpyHostToDevice, copy_stream));
-        else if (direction < 0)
-            cudaCheck(cudaMemcpyAsync(host_copy, dev, BYTES, cudaMemcpyDeviceToHost, copy_stream));
         cudaCheck(cudaEventRecord(copy_done, copy_stream));
         cudaCheck(cudaDeviceSynchronize());
         float ms;
@@ -110,6 +130,24 @@ static void zero_copy_gbps(const void *host_mapped, void *host_copy, void *dev, 
     qsort(copy, REPEATS, sizeof copy[0], compare_floats);
     *kernel_gbps = (kernel[REPEATS / 2 - 1] + kernel[REPEATS / 2]) / 2;
     *copy_gbps = (copy[REPEATS / 2 - 1] + copy[REPEATS / 2]) / 2;
+}
+
+// The zero-copy figures, as JSON members: the kernel alone, then [kernel, copy] beside a copy
+// to the device and to the host (named "after" where the copy was queued first).
+static void print_zero_copy(enum kernel_kind kind, int copy_first, void *host_mapped, void *host_in,
+                            void *host_out, void *dev_in, void *dev_out, float *sum, cudaStream_t up,
+                            cudaStream_t down)
+{
+    const char *name = kind == READS ? "read" : "write", *order = copy_first ? "after" : "with";
+    double alone, unused, with_h2d, h2d_beside, with_d2h, d2h_beside;
+    if (!copy_first) {
+        zero_copy_gbps(kind, host_mapped, host_in, dev_in, sum, 0, 0, up, down, &alone, &unused);
+        printf(", \"zero_copy_%s_gbps\": %.1f", name, alone);
+    }
+    zero_copy_gbps(kind, host_mapped, host_in, dev_in, sum, 1, copy_first, up, down, &with_h2d, &h2d_beside);
+    zero_copy_gbps(kind, host_mapped, host_out, dev_out, sum, -1, copy_first, up, down, &with_d2h, &d2h_beside);
+    printf(", \"zero_copy_%s_%s_h2d_gbps\": [%.1f, %.1f], \"zero_copy_%s_%s_d2h_gbps\": [%.1f, %.1f]", name,
+           order, with_h2d, h2d_beside, name, order, with_d2h, d2h_beside);
 }
 
 int main(void)
@@ -130,17 +168,15 @@ int main(void)
     cudaCheck(cudaHostAlloc(&mapped, BYTES, cudaHostAllocMapped));
     cudaCheck(cudaHostGetDevicePointer(&mapped_dev, mapped, 0));
     cudaCheck(cudaMalloc(&sum, sizeof *sum));
-    double alone, unused, with_h2d, h2d_beside, with_d2h, d2h_beside;
-    zero_copy_gbps(mapped_dev, host_in, dev_in, sum, 0, up, down, &alone, &unused);
-    zero_copy_gbps(mapped_dev, host_in, dev_in, sum, 1, up, down, &with_h2d, &h2d_beside);
-    zero_copy_gbps(mapped_dev, host_out, dev_out, sum, -1, up, down, &with_d2h, &d2h_beside);
     // The device memory as the driver counts it, which LMS_EXCLUDE_MB is taken from: on the
     // H100, 480 MiB less than nvidia-smi's (measured).
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    printf("{\"device_total_bytes\": %zu, \"bytes\": %zu, \"h2d_gbps\": %.1f, \"d2h_gbps\": %.1f, \"bidirectional_gbps\": %.1f, "
-           "\"zero_copy_read_gbps\": %.1f, \"zero_copy_read_with_h2d_gbps\": [%.1f, %.1f], "
-           "\"zero_copy_read_with_d2h_gbps\": [%.1f, %.1f]}\n",
-           prop.totalGlobalMem, BYTES, h2d, d2h, both, alone, with_h2d, h2d_beside, with_d2h, d2h_beside);
+    printf("{\"device_total_bytes\": %zu, \"bytes\": %zu, \"h2d_gbps\": %.1f, \"d2h_gbps\": %.1f, "
+           "\"bidirectional_gbps\": %.1f", prop.totalGlobalMem, BYTES, h2d, d2h, both);
+    print_zero_copy(READS, 0, mapped_dev, host_in, host_out, dev_in, dev_out, sum, up, down);
+    print_zero_copy(READS, 1, mapped_dev, host_in, host_out, dev_in, dev_out, sum, up, down);
+    print_zero_copy(WRITES, 0, mapped_dev, host_in, host_out, dev_in, dev_out, sum, up, down);
+    printf("}\n");
     return 0;
 }
