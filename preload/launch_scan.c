@@ -6,6 +6,7 @@
  * marked as one that may use anything. */
 #include "preload/real_driver.h"
 #include "preload/residency.h"
+#include "preload/stats.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -126,6 +127,8 @@ void lms_call_scan_launch(lms_call *call, CUfunction f, void **params, void **ex
     pthread_mutex_unlock(&layouts_lock);
     if (params) {
         call->uses_any = !layout;
+        if (!layout)
+            lms_stats_unscanned();
         return;
     }
     const unsigned char *buffer = NULL;

@@ -15,6 +15,9 @@ void lms_stats_evicted(const char *reason, size_t bytes, uint64_t ns);
 void lms_stats_restored(size_t bytes_copied, uint64_t ns);
 /* An eviction was taken back before it finished (its bytes still on the device): no restore. */
 void lms_stats_taken_back(void);
+/* A launch whose parameters the driver would not describe: it may use any allocation, so every
+ * eviction in flight on its device is taken back, and later ones wait for it. */
+void lms_stats_unscanned(void);
 /* A call used an allocation of `bytes` in host memory (it did not fit on the device). */
 void lms_stats_on_host(size_t bytes);
 void lms_stats_stall(uint64_t ns);

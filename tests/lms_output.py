@@ -43,7 +43,7 @@ def trace_events(path):
     return trace["traceEvents"] if isinstance(trace, dict) else trace
 
 
-print("1..23")
+print("1..25")
 with tempfile.TemporaryDirectory() as tmp:
     trace_path = os.path.join(tmp, "run.json")
     p = run(LMS_LOG_LEVEL="3", LMS_STATS="json", LMS_TRACE=trace_path, LMS_TRACE_USES="1")
@@ -64,6 +64,7 @@ with tempfile.TemporaryDirectory() as tmp:
     ok(s and s["swapped_out"]["count"] > 0 and s["swapped_in"]["count"] > 0 and s["evictions"]["limit"] > 0
        and s["evictions"]["demand"] > 0 and s["peak_host_pool"] > 0,
        "swaps, evictions by reason and the host pool's peak", stats)
+    ok(s and s.get("unscanned_launches") == 0, "every launch's parameters were scanned", stats)
 
     events = trace_events(trace_path)
     names = [e.get("name") for e in events]
@@ -85,6 +86,10 @@ with tempfile.TemporaryDirectory() as tmp:
        "LMS_STATS=table prints the table in binary units", p.stderr)
     p = run()
     ok(p.returncode == 0 and p.stderr == "", "level 0 and no stats: silent", p.stderr)
+    p = run("unscanned", LMS_STATS="json")
+    stats = [json.loads(l)["liblms"] for l in p.stderr.splitlines() if l.startswith('{"liblms"')]
+    ok(p.returncode == 0 and stats and stats[0].get("unscanned_launches") == 1,
+       "a launch whose parameters the driver will not describe is counted, and its data survive", p.stderr)
     p = run(LMS_TRACE=trace_path)
     ok(p.returncode == 2 and "LMS_TRACE" in p.stderr, "an existing trace file is never overwritten: status 2",
        p.stderr)

@@ -2,6 +2,8 @@
  * LMS_THRESHOLD_KB=64 LMS_EXCLUDE_MB=0 LMS_SIM_CAPACITY_MB=16.
  *   lms_workload       twelve 1 MiB buffers written, launched on, read back and freed; exits 0
  *                      when every byte read back is right.
+ *   lms_workload unscanned
+ *                      the same, with the driver refusing to describe the launch's parameters.
  *   lms_workload oom   (with LMS_MODE=cap) 1 MiB buffers until out of memory, the failing
  *                      allocation retried OOM_RETRIES times at once and once more after
  *                      OOM_PAUSE_MS; exits 0 when each of those got CUDA_ERROR_OUT_OF_MEMORY. */
@@ -48,7 +50,13 @@ int main(int argc, char **argv)
         lms_test_pattern(host, MIB, i);
         CU_OK(cuMemcpyHtoD(buf[i], host, MIB));
     }
-    CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[0], MIB, 0));
+    CUfunction add = lms_test_add_kernel();
+    if (argc > 1 && strcmp(argv[1], "unscanned") == 0) {
+        sim_fail_calls("cuKernelGetParamInfo", 1, SIM_FAIL_FOR_GOOD, CUDA_ERROR_UNKNOWN);
+        sim_fail_calls("cuFuncGetParamInfo", 1, SIM_FAIL_FOR_GOOD, CUDA_ERROR_UNKNOWN);
+    }
+    CU_OK(lms_test_launch(add, NULL, buf[0], MIB, 0));
+    sim_clear_faults();
     int bad = 0;
     for (unsigned i = 0; i < BUFFERS; i++) {
         CU_OK(cuMemcpyDtoH(host, buf[i], MIB));
