@@ -574,6 +574,12 @@ static int lookahead_predicts(const lms_policy *policy)
     return ((const lookahead *)policy)->state == KNOWN;
 }
 
+static uint64_t lookahead_period(const lms_policy *policy)
+{
+    const lookahead *lk = (const lookahead *)policy;
+    return lk->state == KNOWN ? lk->length : 0;
+}
+
 const lms_policy_ops lms_policy_lookahead_ops = {
     .name = "lookahead",
     .create = lookahead_create,
@@ -586,6 +592,7 @@ const lms_policy_ops lms_policy_lookahead_ops = {
     .choose_victims = lookahead_choose_victims,
     .prefetch = lookahead_prefetch,
     .predicts = lookahead_predicts,
+    .period = lookahead_period,
     .evict_after_step = lookahead_evict_after_step,
     .steps_to_time = lookahead_steps_to_time,
     .step_times = lookahead_step_times,

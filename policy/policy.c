@@ -52,6 +52,11 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
 
 int lms_policy_predicts(const lms_policy *policy) { return policy->ops->predicts(policy); }
 
+uint64_t lms_policy_period(const lms_policy *policy)
+{
+    return policy->ops->period ? policy->ops->period(policy) : 0;
+}
+
 size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max)
 {
     return policy->ops->prefetch(policy, next_step, SIZE_MAX, SIZE_MAX, restore, max);

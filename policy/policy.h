@@ -52,6 +52,10 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
  * iteration, until a step differs; lru never does. */
 int lms_policy_predicts(const lms_policy *policy);
 
+/* The length in steps of the iteration the policy knows, 0 while it knows none (lru never does):
+ * it changes when the policy learns a sequence, and falls to 0 when a step departs from it. */
+uint64_t lms_policy_period(const lms_policy *policy);
+
 /* Evicted allocations worth restoring before step `next_step` needs them, most urgent
  * first; at most `max`. LRU predicts nothing and returns 0; lookahead names those the steps
  * after the last one it was told of need within one iteration, soonest needed first. */

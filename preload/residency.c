@@ -1667,6 +1667,24 @@ static int time_call_begin(const lms_call *call)
     return -1;
 }
 
+/* Says when device d's policy learns the program's iteration, and when a step departs from it:
+ * a run that keeps relearning swaps by least recent use meanwhile, and its plans are timed anew. */
+static void note_period(int d)
+{
+    lms_device *ds = &R.dev[d];
+    uint64_t period = lms_policy_period(ds->policy);
+    if (period == ds->period)
+        return;
+    if (period) {
+        lms_stats_learned();
+        lms_log(LMS_LOG_INFO, d, "policy: learned an iteration of %llu steps", (unsigned long long)period);
+    } else {
+        lms_log(LMS_LOG_INFO, d, "policy: a step departed from the iteration of %llu steps: least recently "
+                "used until it is learned again", (unsigned long long)ds->period);
+    }
+    ds->period = period;
+}
+
 CUresult lms_call_begin(lms_call *call)
 {
     if (!swapping() || (call->ref_count == 0 && !call->uses_any))
@@ -1697,6 +1715,9 @@ CUresult lms_call_begin(lms_call *call)
         if (addrs)
             addrs[i] = call->held[i].alloc->addr;
     }
+    for (size_t i = 0; i < call->held_count; i++)
+        if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
+            note_period(call->held[i].alloc->device);
     if (addrs && call->capturing)
         lms_graph_captured(call->stream, addrs, call->held_count, call->uses_any);
     else if (addrs)

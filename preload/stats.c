@@ -28,7 +28,7 @@ static struct {
     _Atomic uint64_t evictions[REASONS];
     _Atomic uint64_t bytes_out, bytes_in, restores;
     _Atomic uint64_t ns_out, ns_in, stalls, stall_ns;
-    _Atomic uint64_t taken_back, unscanned, on_host_uses, on_host_bytes;
+    _Atomic uint64_t taken_back, unscanned, learned, on_host_uses, on_host_bytes;
     _Atomic size_t peak_host;
 } S;
 
@@ -78,6 +78,7 @@ void lms_stats_restored(size_t bytes_copied, uint64_t ns)
 
 void lms_stats_taken_back(void) { S.taken_back++; }
 void lms_stats_unscanned(void) { S.unscanned++; }
+void lms_stats_learned(void) { S.learned++; }
 
 void lms_stats_on_host(size_t bytes)
 {
@@ -193,6 +194,7 @@ static void print_json(text *t, uint64_t evictions)
     add(t, "\"stalls\":{\"count\":%llu,\"ns\":%llu},\"taken_back\":%llu,\"unscanned_launches\":%llu,",
         (unsigned long long)S.stalls, (unsigned long long)S.stall_ns, (unsigned long long)S.taken_back,
         (unsigned long long)S.unscanned);
+    add(t, "\"iterations_learned\":%llu,", (unsigned long long)S.learned);
     add(t, "\"on_host\":{\"count\":%llu,\"bytes\":%llu},\"evictions\":{", (unsigned long long)S.on_host_uses,
         (unsigned long long)S.on_host_bytes);
     for (size_t i = 0; i < REASONS; i++)
@@ -223,6 +225,7 @@ static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
         seconds(S.stall_ns, a, sizeof a), stalled / 10, stalled % 10);
     add(t, "  %-28s %10llu\n", "taken back while evicting", (unsigned long long)S.taken_back);
     add(t, "  %-28s %10llu\n", "launches not scanned", (unsigned long long)S.unscanned);
+    add(t, "  %-28s %10llu\n", "iterations learned", (unsigned long long)S.learned);
     add(t, "  %-28s %10llu %11s\n", "used in host memory", (unsigned long long)S.on_host_uses,
         binary(S.on_host_bytes, a, sizeof a));
     for (size_t i = 0; i < REASONS; i++)

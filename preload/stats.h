@@ -18,6 +18,8 @@ void lms_stats_taken_back(void);
 /* A launch whose parameters the driver would not describe: it may use any allocation, so every
  * eviction in flight on its device is taken back, and later ones wait for it. */
 void lms_stats_unscanned(void);
+/* A device's policy learned the program's iteration (again, after a step departed from it). */
+void lms_stats_learned(void);
 /* A call used an allocation of `bytes` in host memory (it did not fit on the device). */
 void lms_stats_on_host(size_t bytes);
 void lms_stats_stall(uint64_t ns);

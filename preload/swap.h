@@ -111,6 +111,7 @@ typedef struct lms_device {
     size_t evicting_bytes;  /* their handles' bytes, counted in resident until finished */
     lms_uses unscanned;     /* launches that may use any allocation (their parameters unread) */
     lms_policy *policy;     /* what to evict, and what to bring back ahead of need */
+    uint64_t period;        /* the length of the iteration it knew at the last call, 0: none */
     size_t demanded;        /* bytes the program holds, resident or not */
     size_t live;            /* allocations the program holds */
     lms_block *pending;     /* freed, not yet released */

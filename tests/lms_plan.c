@@ -137,16 +137,19 @@ static int evicted_during_pageable_copy(void) { return evicted_during(PAGEABLE_C
 static int evicted_during_sync_copy(void) { return evicted_during(SYNC_COPY); }
 
 /* With the plan's timing on (the default), the loop's steps and a copy out are timed once it
- * is learned, each candidate plan runs for three loops, and the log says which was kept. */
+ * is learned, each candidate plan runs for three loops, and the log says which was kept; it
+ * says when the loop was learned either way. */
 static int timed_plan(void)
 {
     lms_test_stderr_begin();
     int finished = loop_then_waits(STREAM_SYNC);
     const char *said = lms_test_stderr_end();
     int told = strstr(said, "plan: kept ") != NULL && strstr(said, "iterations timed: Belady's ") != NULL;
-    if (told != timing_wanted)
+    int learned = strstr(said, "policy: learned an iteration of 5 steps") != NULL;
+    if (told != timing_wanted || !learned)
         fprintf(stderr, "liblms said: %s\n", said);
     EXPECT(told == timing_wanted);
+    EXPECT(learned);
     EXPECT(finished >= 3);
     EXPECT(all_match());
     return 0;

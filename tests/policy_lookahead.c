@@ -639,7 +639,7 @@ static void test_sequence_change(void)
         { a_again + 1, a_again + la, 2 }, { a_again + la, a_again + 6 * la, 0 },
         { a_again + 6 * la, a_again + 8 * la, 1 }, { a_again + 8 * la, run.steps, 0 },
     };
-    size_t predicted[3] = { 0 }, predicts[3] = { 0 }, steps[3] = { 0 };
+    size_t predicted[3] = { 0 }, predicts[3] = { 0 }, steps[3] = { 0 }, period_right[3] = { 0 };
     for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
         c.oracle = windows[w].check == 1;
         c.compare_shadow = windows[w].check == 2;
@@ -647,6 +647,8 @@ static void test_sequence_change(void)
             run_step(&c, t);
             predicted[windows[w].check] += prefetch_count(&c) > 0;
             predicts[windows[w].check] += lms_policy_predicts(c.policy) != 0;
+            size_t loop = t >= b_start && t < a_again ? lb : la;
+            period_right[windows[w].check] += lms_policy_period(c.policy) == (windows[w].check == 2 ? 0 : loop);
             steps[windows[w].check]++;
         }
     }
@@ -661,6 +663,9 @@ static void test_sequence_change(void)
     ok(predicts[1] == steps[1] && predicts[2] == 0,
        "it says it predicts after each of the %zu steps of a known loop, after none of the %zu after a change",
        steps[1], steps[2]);
+    ok(period_right[1] == steps[1] && period_right[2] == steps[2],
+       "it gives the known loop's length (%zu, then %zu, then %zu again) while it predicts, 0 after a change",
+       la, lb, la);
     is_uint(c.bad, 0, "no wrong victim throughout");
     cache_free(&c);
     free_schedule(&a);
@@ -1158,7 +1163,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(45);
+    plan(46);
     test_names();
     test_lru_until_learned();
     test_cycle();

@@ -163,6 +163,8 @@ swap_run "lenet, $iterations iterations under LMS_POLICY=lookahead, cache at its
     LMS_EXCLUDE_MB=$((capacity_mb * 1024 - kib))K
 grep -q "plan: kept" swap.log
 report $? "and liblms timed the candidate plans: $(sed -n 's/.*plan: \(kept [^(]*\).*/\1/p' swap.log)"
+grep -q "policy: learned an iteration of [0-9]* steps" swap.log && grep -q '"iterations_learned":1,' swap.log
+report $? "having learned the iteration once: $(sed -n 's/.*policy: \(learned [^:]*\)$/\1/p' swap.log)"
 
 # Snapshots on the simulated GPU under lms-run --sim, swapping, with a test phase: the
 # resumed run repeats the uninterrupted one and ends with the same snapshot. The cache has a
