@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/gpu-session.sh where there is no GPU: bad arguments get exit 2 and a message naming
 them; a session over a build without the GPU tests says so for each, runs lms-bench, which finds
-no GPU, writes its logs, and ends within its time."""
+no GPU, writes its logs, skips the traced run for want of lms-bench's results, and ends within
+its time. With results there, the traced run gets the first cifar10_full row's batch and cap."""
 import os
 import sys
 import time
@@ -21,7 +22,7 @@ def not_built(text):
     return sum(1 for line in text.splitlines() if line.startswith("=== ") and "not built" in line)
 
 
-plan(6)
+plan(9)
 tmp = scratch()
 code, _, err = run([SCRIPT, os.path.join(tmp, "out")])
 ok(code == 2 and "usage" in err, "no times: exit 2 and the usage", err)
@@ -42,4 +43,26 @@ ok(not_built(check) == 6 and not_built(said) == 6,
    "each of the 6 GPU tests is reported not built, in check.log and in the summary", said + err)
 bench = read(os.path.join(out, "bench.log"))
 ok("=== lms-bench: exit" in bench and took < 40, f"lms-bench ran, its log written, within the 40 s ({took:.1f} s)", bench)
+traced = read(os.path.join(out, "trace.log"))
+ok("traced run: not run, no cifar10_full row" in traced and "traced run: not run" in said,
+   "the traced run is skipped without lms-bench's results, and the summary says so", traced + said)
+
+# A trainer that says how it was run, and results of an earlier lms-bench call: the traced run.
+fake = os.path.join(tmp, "fake-build")
+os.makedirs(os.path.join(fake, "tests"))
+os.makedirs(os.path.join(fake, "trainer"))
+trainer = os.path.join(fake, "trainer", "lms-trainer")
+with open(trainer, "w") as f:
+    f.write('#!/bin/sh\necho "trace=$LMS_TRACE exclude=$LMS_EXCLUDE_MB policy=$LMS_POLICY uses=$LMS_TRACE_USES args=$*"\n')
+os.chmod(trainer, 0o755)
+out = os.path.join(tmp, "traced")
+os.makedirs(os.path.join(out, "bench"))
+with open(os.path.join(out, "bench", "results.json"), "w") as f:
+    f.write('{"machine": {"total_mib": 81079}, "cifar10": {"cap_mib": 8192, "rows": [{"batch": 14924}]}}')
+code, said, err = run([SCRIPT, out, "5", "75"], env=dict(os.environ, LMS_BUILD_DIR=fake))
+traced = read(os.path.join(out, "trace.log"))
+ok(code == 0 and f"trace={os.path.join(out, 'trace.json')} exclude=72887 policy=lookahead uses=1 " in traced
+   and "--model cifar10_full --batch 14924 --iters 26 --warmup 20" in traced,
+   "the traced run is the first cifar10_full row's, under the same cap, its trace in OUTDIR", traced + err)
+ok("=== traced cifar10_full at batch 14924: exit 0" in said, "the summary gives its exit status", said)
 done()

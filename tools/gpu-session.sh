@@ -6,8 +6,11 @@
 #
 # Runs make check-gpu's tests one by one (each stopped at what is left of CHECK_SECONDS),
 # then lms-bench on the real GPU until TOTAL_SECONDS (its stages and factors from BENCH_STAGES,
-# BENCH_CIFAR10_FACTORS, BENCH_UNET3D_FACTORS, BENCH_ITERS). Writes OUTDIR/check.log,
-# OUTDIR/bench.log and lms-bench's results in OUTDIR/bench/, and prints a summary last.
+# BENCH_CIFAR10_FACTORS, BENCH_UNET3D_FACTORS, BENCH_ITERS), then, with a minute left, its first
+# cifar10_full run again under LMS_TRACE with the launches' uses: the real run's sequence, for
+# tools/bench/belady.py and lms-trace tune to replay here. Writes OUTDIR/check.log,
+# OUTDIR/bench.log, lms-bench's results in OUTDIR/bench/ and OUTDIR/trace.json, and prints a
+# summary last.
 # LMS_BUILD_DIR names the build (default build/): `make TRAINER_MPICC= check-gpu` on a machine of
 # the GPU machine's processor builds everything it runs (TRAINER_MPICC= where the GPU machine
 # has no Open MPI). cuDNN, cuBLAS and NCCL are taken
@@ -68,5 +71,28 @@ else
     echo "=== lms-bench: not run, out of time" >"$out/bench.log"
 fi
 
+# The first cifar10_full row's run, traced: its batch and the cap's exclusion from the results.
+traced=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["cifar10"]["rows"][0]["batch"], r["machine"]["total_mib"] - r["cifar10"]["cap_mib"])' \
+    "$out/bench/results.json" 2>/dev/null)
+limit=$(left $end)
+if [ -n "$traced" ] && [ "$limit" -ge 60 ]; then
+    set -- $traced
+    work=$(mktemp -d)
+    (cd "$work" && env LD_PRELOAD="$build/preload/liblms.so" LMS_EXCLUDE_MB="$2" LMS_POLICY=lookahead \
+        LMS_PIECE_MB=256 LMS_MAP_EVICTED=0 LMS_STATS=json LMS_LOG_LEVEL=1 LMS_TRACE="$out/trace.json" \
+        LMS_TRACE_USES=1 LMS_TRACE_MAX_MB=15 timeout -k 5 $((limit - 5)) "$build/trainer/lms-trainer" train \
+        --model cifar10_full --batch "$1" --iters 26 --warmup 20 --display 1 --test-interval 0 \
+        --snapshot-prefix "$work/snap") >"$out/trace.log" 2>&1
+    echo "=== traced cifar10_full at batch $1: exit $?" >>"$out/trace.log"
+    rm -rf "$work"
+elif [ -n "$traced" ]; then
+    echo "=== traced run: not run, out of time" >"$out/trace.log"
+else
+    echo "=== traced run: not run, no cifar10_full row in lms-bench's results" >"$out/trace.log"
+fi
+
 grep -E '^(not ok|ok [0-9]+ # (SKIP|skip)|===|1\.\.)' "$out/check.log" | cut -c1-200
 tail -n 3 "$out/bench.log" | cut -c1-200
+tail -n 1 "$out/trace.log" | cut -c1-200
