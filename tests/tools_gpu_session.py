@@ -22,7 +22,7 @@ def not_built(text):
     return sum(1 for line in text.splitlines() if line.startswith("=== ") and "not built" in line)
 
 
-plan(9)
+plan(11)
 tmp = scratch()
 code, _, err = run([SCRIPT, os.path.join(tmp, "out")])
 ok(code == 2 and "usage" in err, "no times: exit 2 and the usage", err)
@@ -55,6 +55,10 @@ trainer = os.path.join(fake, "trainer", "lms-trainer")
 with open(trainer, "w") as f:
     f.write('#!/bin/sh\necho "trace=$LMS_TRACE exclude=$LMS_EXCLUDE_MB policy=$LMS_POLICY uses=$LMS_TRACE_USES args=$*"\n')
 os.chmod(trainer, 0o755)
+alone = os.path.join(fake, "trainer", "bench-cifar10")
+with open(alone, "w") as f:
+    f.write('#!/bin/sh\necho "batches=$BENCH_BATCHES flags=$BENCH_TRAINER_FLAGS iterations=$1"\n')
+os.chmod(alone, 0o755)
 out = os.path.join(tmp, "traced")
 os.makedirs(os.path.join(out, "bench"))
 with open(os.path.join(out, "bench", "results.json"), "w") as f:
@@ -65,4 +69,10 @@ ok(code == 0 and f"trace={os.path.join(out, 'trace.json')} exclude=72887 policy=
    and "--model cifar10_full --batch 14924 --iters 26 --warmup 20" in traced,
    "the traced run is the first cifar10_full row's, under the same cap, its trace in OUTDIR", traced + err)
 ok("=== traced cifar10_full at batch 14924: exit 0" in said, "the summary gives its exit status", said)
+ok("batches=14924 16383 16384 flags= iterations=30" in said
+   and "batches=16384 flags=--workspace-limit 4096 iterations=30" in said and "=== the trainer alone: exit 0" in said,
+   "then the trainer alone at batches 14924, 16383 and 16384, and at 16384 with a 4 GiB workspace", said)
+code, said, err = run([SCRIPT, os.path.join(tmp, "session-2"), "5", "75"], env=dict(os.environ, LMS_BUILD_DIR=empty))
+ok("=== the trainer alone: not run (under a minute left" in said,
+   "the trainer alone is not run without bench-cifar10 in the build, and the summary says so", said)
 done()

@@ -202,6 +202,13 @@ report $((status + $?)) "time --sim reports each layer's forward and backward"
     "$trainer" info --model unet3d --size 16 >info.txt && cmp -s info.txt info_sim.txt
 report $? "info --sim prints what info prints"
 
+# make bench's throughput script, its batches and flags given, here on the simulated GPU.
+BENCH_BATCHES="64 128" BENCH_TRAINER_FLAGS=--sim "$LMS_BUILD_DIR/trainer/bench-cifar10" 2 >bench.txt 2>&1
+status=$?
+lines=$(grep -c '^cifar10_full batch \(64\|128\) (--sim): [0-9.e+]* images/s (2 iterations, synthetic data)$' bench.txt)
+[ $status -eq 0 ] && [ "$lines" -eq 2 ]
+report $? "bench-cifar10 runs the batches and trainer flags it is given: $(tr '\n' ' ' <bench.txt)"
+
 # images/s leaves out the warm-up and the snapshots, on the simulated clock as on a GPU: a run
 # that snapshots every 4 iterations (lenet's 3.4 MB take about as long as the iterations they
 # follow) reports the rate of one that does not, within what restarting the clock costs.

@@ -8,9 +8,11 @@
 # then lms-bench on the real GPU until TOTAL_SECONDS (its stages and factors from BENCH_STAGES,
 # BENCH_CIFAR10_FACTORS, BENCH_UNET3D_FACTORS, BENCH_ITERS), then, with a minute left, its first
 # cifar10_full run again under LMS_TRACE with the launches' uses: the real run's sequence, for
-# tools/bench/belady.py and lms-trace tune to replay here. Writes OUTDIR/check.log,
-# OUTDIR/bench.log, lms-bench's results in OUTDIR/bench/ and OUTDIR/trace.json, and prints a
-# summary last.
+# tools/bench/belady.py and lms-trace tune to replay here; then, with another minute, the
+# trainer alone where its speed fell on the H100 (212 k images/s at batch 14924, 157 k at
+# 16384): at 16383 and 16384, where conv1's output reaches 2^31 bytes, and at 16384 with a
+# 4 GiB cuDNN workspace. Writes OUTDIR/check.log, OUTDIR/bench.log, lms-bench's results in
+# OUTDIR/bench/, OUTDIR/trace.json and OUTDIR/alone.log, and prints a summary last.
 # LMS_BUILD_DIR names the build (default build/): `make TRAINER_MPICC= check-gpu` on a machine of
 # the GPU machine's processor builds everything it runs (TRAINER_MPICC= where the GPU machine
 # has no Open MPI). cuDNN, cuBLAS and NCCL are taken
@@ -93,6 +95,19 @@ else
     echo "=== traced run: not run, no cifar10_full row in lms-bench's results" >"$out/trace.log"
 fi
 
+limit=$(left $end)
+if [ "$limit" -ge 60 ] && [ -x "$build/trainer/bench-cifar10" ]; then
+    {
+        BENCH_BATCHES="14924 16383 16384" timeout -k 5 $(((limit - 5) * 2 / 3)) "$build/trainer/bench-cifar10" 30
+        BENCH_BATCHES=16384 BENCH_TRAINER_FLAGS="--workspace-limit 4096" timeout -k 5 $(($(left $end) - 5)) \
+            "$build/trainer/bench-cifar10" 30
+    } >"$out/alone.log" 2>&1
+    echo "=== the trainer alone: exit $?" >>"$out/alone.log"
+else
+    echo "=== the trainer alone: not run (under a minute left, or no bench-cifar10 in the build)" >"$out/alone.log"
+fi
+
 grep -E '^(not ok|ok [0-9]+ # (SKIP|skip)|===|1\.\.)' "$out/check.log" | cut -c1-200
 tail -n 3 "$out/bench.log" | cut -c1-200
 tail -n 1 "$out/trace.log" | cut -c1-200
+cut -c1-200 "$out/alone.log"

@@ -49,7 +49,7 @@ TRAINER_SCRIPT_TESTS := trainer_cli trainer_train trainer_sim trainer_ranks
 $(BUILD)/tests/trainer_%.t: tests/trainer_%.sh tests/trainer_tap.sh $(BUILD)/trainer/lms-trainer
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
-$(BUILD)/tests/trainer_sim.t: $(TRAINER_SIM_MODULE) $(SIM_LIB) $(LIBLMS) $(BUILD)/tools/lms-run
+$(BUILD)/tests/trainer_sim.t: $(TRAINER_SIM_MODULE) $(SIM_LIB) $(LIBLMS) $(BUILD)/tools/lms-run $(BUILD)/trainer/bench-cifar10
 $(BUILD)/tests/trainer_gpu.t: $(LIBLMS) $(BUILD)/tests/lms_gpu_check
 
 # The GPU backend's host side, without a GPU: cuDNN descriptors as libcudnn checks them on the
