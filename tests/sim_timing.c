@@ -147,6 +147,13 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
            copy_first ? "a copy to the device, then a kernel on host memory"
                       : "a kernel on host memory, then a copy to the device",
            later_ms, each_way_ms, kernel_ms, copy_ms);
+        /* Its writes go away from the device: had they taken the direction towards it too, the
+         * copy would have waited for the whole kernel. */
+        double held_ms = 2.0 * 256 * MIB / cal->zero_copy_bytes * 1e3 + GIB / cal->pinned_h2d * 1e3;
+        if (!copy_first)
+            ok(copy_ms < 0.95 * held_ms,
+               "and the copy moves beside the kernel's writes: it ends after %.2f ms, sooner than had it "
+               "waited for the kernel (%.2f ms)", copy_ms, held_ms);
     }
 
     /* The kernel's writes load the other direction as much. */
@@ -447,7 +454,7 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(28);
+    plan(29);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_copies_queued_ahead(dev, pinned);
