@@ -29,6 +29,8 @@ $(BUILD)/tests/trace_%.t: tests/trace_%.py $(TOOLS_TEST_DEPS)
 $(BUILD)/tests/tools_%.t: tests/tools_%.py $(TOOLS_TEST_DEPS)
 	@mkdir -p $(@D)
 	cp $< $@ && chmod 0755 $@
+# gpu-total-mib.py on the simulated GPU's driver.
+$(BUILD)/tests/tools_gpu_total.t: $(SIM_LIB)
 # tune against the library: the run is liblms's own test program on the simulated GPU.
 $(BUILD)/tests/tools_replay.t: $(BUILD)/tests/lms_workload
 # liblms's statistics and echo, on the simulated GPU, in both backing modes (preload/module.mk).
