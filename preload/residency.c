@@ -1685,6 +1685,13 @@ static void note_period(int d)
     ds->period = period;
 }
 
+/* Whether the call's i-th held allocation is the first it holds on its device, or one on another
+ * than the first's: what is done once per device goes with these (most calls use one device). */
+static int names_device(const lms_call *call, size_t i)
+{
+    return i == 0 || call->held[i].alloc->device != call->held[0].alloc->device;
+}
+
 CUresult lms_call_begin(lms_call *call)
 {
     if (!swapping() || (call->ref_count == 0 && !call->uses_any))
@@ -1716,7 +1723,7 @@ CUresult lms_call_begin(lms_call *call)
             addrs[i] = call->held[i].alloc->addr;
     }
     for (size_t i = 0; i < call->held_count; i++)
-        if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
+        if (names_device(call, i))
             note_period(call->held[i].alloc->device);
     if (addrs && call->capturing)
         lms_graph_captured(call->stream, addrs, call->held_count, call->uses_any);
@@ -1729,7 +1736,7 @@ CUresult lms_call_begin(lms_call *call)
         lms_step_times_iteration_mark(&R.dev[call->timed_device], call->timed_device, call->stream);
     if (r == CUDA_SUCCESS && !call->capturing && lms_opt.PREFETCH.value)
         for (size_t i = 0; i < call->held_count; i++)
-            if (i == 0 || call->held[i].alloc->device != call->held[0].alloc->device)
+            if (names_device(call, i))
                 prefetch(call->held[i].alloc->device, step, ROOM_EVICT);
     unlock_devices();
     leave(mode);

@@ -23,6 +23,9 @@ sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, s
     return end;
 }
 
+/* The load of the link where nothing is scheduled. */
+static const sim_link_point idle_link;
+
 /* Makes a point at time x, carrying the load of the segment it falls in (idle after the last
  * point); returns its index, or -1 when memory is short. */
 static int point_at(sim_timeline *t, double x)
@@ -41,7 +44,7 @@ static int point_at(sim_timeline *t, double x)
         t->link_cap = cap;
     }
     memmove(&t->link[i + 1], &t->link[i], (size_t)(t->link_count - i) * sizeof *t->link);
-    t->link[i] = i > 0 ? t->link[i - 1] : (sim_link_point){0, {0, 0}, {0, 0}};
+    t->link[i] = i > 0 ? t->link[i - 1] : idle_link;
     t->link[i].at = x;
     t->link_count++;
     return i;
@@ -70,8 +73,7 @@ static double transfer(sim_timeline *t, const double share[2], const double load
     double now = from, left = bytes;
     int i = point_at(t, now);
     while (left > 0) {
-        const sim_link_point idle = {0, {0, 0}, {0, 0}};
-        const sim_link_point *used = i >= 0 ? &t->link[i] : &idle;
+        const sim_link_point *used = i >= 0 ? &t->link[i] : &idle_link;
         double until = i >= 0 && i + 1 < t->link_count ? t->link[i + 1].at : -1;
         double r = rate, both = cal->pinned_bidirectional - used->rate[0] - used->rate[1];
         if (both < r)

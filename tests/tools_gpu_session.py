@@ -62,12 +62,14 @@ os.chmod(alone, 0o755)
 out = os.path.join(tmp, "traced")
 os.makedirs(os.path.join(out, "bench"))
 with open(os.path.join(out, "bench", "results.json"), "w") as f:
-    f.write('{"machine": {"total_mib": 81079}, "cifar10": {"cap_mib": 8192, "rows": [{"batch": 14924}]}}')
+    f.write('{"machine": {"total_mib": 81079}, "cifar10": {"cap_mib": 8192, "rows": [{"batch": 14924}]}, '
+            '"settings": {"LMS_POLICY": "lookahead", "LMS_PIECE_MB": "256", "LMS_MAP_EVICTED": "0"}}')
 code, said, err = run([SCRIPT, out, "5", "75"], env=dict(os.environ, LMS_BUILD_DIR=fake))
 traced = read(os.path.join(out, "trace.log"))
 ok(code == 0 and f"trace={os.path.join(out, 'trace.json')} exclude=72887 policy=lookahead uses=1 " in traced
    and "--model cifar10_full --batch 14924 --iters 26 --warmup 20" in traced,
-   "the traced run is the first cifar10_full row's, under the same cap, its trace in OUTDIR", traced + err)
+   "the traced run is the first cifar10_full row's, under the same cap and settings, its trace in OUTDIR",
+   traced + err)
 ok("=== traced cifar10_full at batch 14924: exit 0" in said, "the summary gives its exit status", said)
 ok("batches=14924 16383 16384 flags= iterations=30" in said
    and "batches=16384 flags=--workspace-limit 4096 iterations=30" in said and "=== the trainer alone: exit 0" in said,

@@ -73,26 +73,29 @@ else
     echo "=== lms-bench: not run, out of time" >"$out/bench.log"
 fi
 
-# The first cifar10_full row's run, traced: its batch and the cap's exclusion from the results.
+# The first cifar10_full row's run, traced: its batch, the cap's exclusion and liblms's settings
+# from the results.
 traced=$(python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))
-print(r["cifar10"]["rows"][0]["batch"], r["machine"]["total_mib"] - r["cifar10"]["cap_mib"])' \
-    "$out/bench/results.json" 2>/dev/null)
+print(r["cifar10"]["rows"][0]["batch"], r["machine"]["total_mib"] - r["cifar10"]["cap_mib"],
+      *(f"{k}={v}" for k, v in r["settings"].items()))' "$out/bench/results.json" 2>/dev/null)
 limit=$(left $end)
 if [ -n "$traced" ] && [ "$limit" -ge 60 ]; then
     set -- $traced
+    batch=$1 exclude=$2
+    shift 2
     work=$(mktemp -d)
-    (cd "$work" && env LD_PRELOAD="$build/preload/liblms.so" LMS_EXCLUDE_MB="$2" LMS_POLICY=lookahead \
-        LMS_PIECE_MB=256 LMS_MAP_EVICTED=0 LMS_STATS=json LMS_LOG_LEVEL=1 LMS_TRACE="$out/trace.json" \
+    (cd "$work" && env "$@" LD_PRELOAD="$build/preload/liblms.so" LMS_EXCLUDE_MB="$exclude" \
+        LMS_STATS=json LMS_LOG_LEVEL=1 LMS_TRACE="$out/trace.json" \
         LMS_TRACE_USES=1 LMS_TRACE_MAX_MB=15 timeout -k 5 $((limit - 5)) "$build/trainer/lms-trainer" train \
-        --model cifar10_full --batch "$1" --iters 26 --warmup 20 --display 1 --test-interval 0 \
+        --model cifar10_full --batch "$batch" --iters 26 --warmup 20 --display 1 --test-interval 0 \
         --snapshot-prefix "$work/snap") >"$out/trace.log" 2>&1
-    echo "=== traced cifar10_full at batch $1: exit $?" >>"$out/trace.log"
+    echo "=== traced cifar10_full at batch $batch: exit $?" >>"$out/trace.log"
     rm -rf "$work"
 elif [ -n "$traced" ]; then
     echo "=== traced run: not run, out of time" >"$out/trace.log"
 else
-    echo "=== traced run: not run, no cifar10_full row in lms-bench's results" >"$out/trace.log"
+    echo "=== traced run: not run, no cifar10_full row, or no settings, in lms-bench's results" >"$out/trace.log"
 fi
 
 limit=$(left $end)
