@@ -34,6 +34,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NEVER_BASE ((uint64_t)1 << 63)
 
@@ -76,19 +77,23 @@ typedef struct lookahead {
     lms_fenwick resident_by_use; /* resident bytes by the record of their next use, mod 2 length */
     lms_heap_walk walk;
     lms_plan plan;               /* made for the capacity the caller asks with */
+    uint64_t plan_from;          /* the iteration (see iteration_of) its cycle starts at */
     uint64_t generation;         /* counts the iterations learned */
     uint64_t timed_from;         /* the record from which the caller measures steps */
     uint64_t *end_ns;            /* per position, from the iteration's start: when its step
                                     ends on the device with none waiting; NULL until measured */
     double copy_ns_per_byte;
     /* Once times are known, each candidate plan (trial 0: Belady's; then one per IDLE_COPIES)
-     * runs from an iteration's start, and the iteration after that one is timed; the fastest
-     * is kept. Iterations are counted by their starts told of. */
+     * runs from an iteration's start, and the iterations of its cycle after that one are timed;
+     * the fastest on average is kept. Iterations are counted by their starts told of. */
     size_t trial;                /* the candidate in use */
     int choosing;                /* trials remain to be timed */
     int chosen;                  /* all were timed, and the choice not yet reported */
     uint64_t starts, trial_from; /* iteration starts so far; the one the trial's plan began at */
-    uint64_t trial_ns[CANDIDATES];
+    uint64_t trial_ns[CANDIDATES];  /* the trial's iterations timed so far, in all; then
+                                       their average */
+    uint64_t trial_timed;           /* how many */
+    uint64_t belady_period;         /* the iterations in the cycle of Belady's plan */
 } lookahead;
 
 static entry *entry_of(lms_heap_node *node) { return (entry *)node; }
@@ -109,6 +114,12 @@ static entry *next_entry(const lookahead *lk, size_t *at)
 static uint64_t position(const lookahead *lk, uint64_t record)
 {
     return (record + lk->length - lk->start) % lk->length;
+}
+
+/* The iterations since the known one was recorded, to the one `record` is in. */
+static uint64_t iteration_of(const lookahead *lk, uint64_t record)
+{
+    return (record - lk->start) / lk->length;
 }
 
 /* The record of e's next use that has not happened yet: its use in the record being told of
@@ -461,6 +472,7 @@ static int make_plan(lookahead *lk, size_t capacity)
             bytes[e->uses - lk->iteration.uses] = e->bytes;
     const lms_plan_times times = { lk->end_ns, lk->copy_ns_per_byte, lk->trial ? IDLE_COPIES[lk->trial - 1] : 0 };
     int made = lms_plan_make(&lk->plan, &lk->iteration, bytes, capacity, lk->trial ? &times : NULL);
+    lk->plan_from = iteration_of(lk, lk->record);
     free(bytes);
     return made;
 }
@@ -470,12 +482,12 @@ static size_t lookahead_evict_after_step(lms_policy *policy, size_t capacity, lm
     lookahead *lk = (lookahead *)policy;
     if (!predicting(lk) || (!plan_fits(&lk->plan, capacity) && !make_plan(lk, capacity)))
         return 0;
-    uint64_t at = position(lk, lk->record);
+    uint64_t at = position(lk, lk->record), iteration = iteration_of(lk, lk->record) - lk->plan_from;
     const lms_iteration *it = &lk->iteration;
     size_t count = 0;
     for (size_t i = it->first[at]; i < it->first[at + 1] && count < max; i++) {
         entry *e = find(lk, it->ids[i]);
-        if (e && e->resident && e->uses && lms_plan_evicts_after(&lk->plan, it, e->uses, at))
+        if (e && e->resident && e->uses && lms_plan_evicts_after(&lk->plan, it, e->uses, at, iteration))
             victims[count++] = e->id;
     }
     return count;
@@ -505,6 +517,8 @@ static void lookahead_step_times(lms_policy *policy, uint64_t generation, const 
     lk->copy_ns_per_byte = copy_ns_per_byte;
     lk->trial = 0; /* Belady's plan, in use already: timed from the next start */
     lk->trial_from = lk->starts;
+    lk->trial_timed = 0;
+    memset(lk->trial_ns, 0, sizeof lk->trial_ns);
     lk->choosing = 1;
 }
 
@@ -513,6 +527,7 @@ static void try_plan(lookahead *lk, size_t trial)
 {
     lk->trial = trial;
     lk->trial_from = lk->starts;
+    lk->trial_timed = 0;
     lms_plan_free(&lk->plan);
 }
 
@@ -530,7 +545,12 @@ static void lookahead_iteration_took(lms_policy *policy, uint64_t ordinal, uint6
     if (!lk->choosing || ordinal <= lk->trial_from + 1)
         return; /* its plan took over in that iteration, and the next still inherits that one's
                    state: the one after is the first that is all its own */
-    lk->trial_ns[lk->trial] = ns;
+    lk->trial_ns[lk->trial] += ns;
+    if (++lk->trial_timed < lk->plan.period)
+        return;
+    lk->trial_ns[lk->trial] /= lk->trial_timed;
+    if (lk->trial == 0)
+        lk->belady_period = lk->trial_timed;
     if (lk->trial + 1 < CANDIDATES) {
         try_plan(lk, lk->trial + 1);
         return;
@@ -553,9 +573,15 @@ static int lookahead_plan_chosen(lms_policy *policy, char *line, size_t size)
     int n = lk->trial ? snprintf(line, size, "kept the plan of victims idle %gx their copy out", IDLE_COPIES[lk->trial - 1])
                       : snprintf(line, size, "kept Belady's plan");
     for (size_t t = 0; t < CANDIDATES && n >= 0 && (size_t)n < size; t++) {
-        int more = t ? snprintf(line + n, size - (size_t)n, "%s%gx %.3f ms", t == 1 ? "; idle " : ", ",
-                                IDLE_COPIES[t - 1], (double)lk->trial_ns[t] / 1e6)
-                     : snprintf(line + n, size - (size_t)n, " (iterations timed: Belady's %.3f ms", (double)lk->trial_ns[0] / 1e6);
+        int more;
+        if (t)
+            more = snprintf(line + n, size - (size_t)n, "%s%gx %.3f ms", t == 1 ? "; idle " : ", ",
+                            IDLE_COPIES[t - 1], (double)lk->trial_ns[t] / 1e6);
+        else if (lk->belady_period > 1)
+            more = snprintf(line + n, size - (size_t)n, " (iterations timed: Belady's %.3f ms, over its cycle of %llu",
+                            (double)lk->trial_ns[0] / 1e6, (unsigned long long)lk->belady_period);
+        else
+            more = snprintf(line + n, size - (size_t)n, " (iterations timed: Belady's %.3f ms", (double)lk->trial_ns[0] / 1e6);
         n = more < 0 ? more : n + more;
     }
     if (n >= 0 && (size_t)n < size)

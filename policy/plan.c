@@ -2,6 +2,7 @@
 #include "policy/plan.h"
 
 #include "policy/heap.h"
+#include "policy/mix.h"
 
 #include <stdlib.h>
 
@@ -48,39 +49,55 @@ void lms_plan_free(lms_plan *plan)
     *plan = (lms_plan){ 0 };
 }
 
+/* Where a replay marks its evictions: in the iterations from `first`, `period` of them, each
+ * eviction at the victim's last use, in the plan's copy for the iteration of that use. */
+typedef struct marks {
+    uint8_t *evicts;   /* NULL: the replay looks for its cycle and marks nothing */
+    uint64_t first, period;
+    size_t id_count;
+} marks;
+
 /* Evicts victims until `used` bytes fit the capacity; those step `now` uses are keyed `now`,
- * and stay. With record, marks each eviction's last use. Returns the bytes still resident. */
+ * and stay. Returns the bytes still resident. */
 static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, lms_heap_walk *walk,
                               const uint64_t *bytes, uint64_t used, uint64_t now, uint64_t length,
-                              const lms_plan_times *times, int record)
+                              const lms_plan_times *times, const marks *m, uint64_t *fingerprint)
 {
+    uint64_t pass = now / length;
     while (used > plan->capacity && resident->count && resident->nodes[0]->key > now) {
         replayed *v = victim(resident, walk, r, bytes, now, length, times);
         lms_heap_remove(resident, &v->node);
         v->resident = 0;
         used -= bytes[v - r];
-        if (record)
-            plan->evicts[v->last_use] = 1;
+        *fingerprint -= lms_mix64(v->node.tie);
+        if (m->evicts && pass >= m->first && pass < m->first + m->period) {
+            /* Its last use is in this iteration or the one before, which may precede the
+             * cycle: the cycle's last iteration stands for it. */
+            uint64_t copy = (v->used_at / length + m->period - m->first) % m->period;
+            m->evicts[copy * m->id_count + v->last_use] = 1;
+        }
     }
     if (used > plan->capacity)
         plan->overfilled = 1;
     return used;
 }
 
-int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity,
-                  const lms_plan_times *times)
+/* Replays the iteration from an empty device. Looking for the cycle (m->evicts NULL), it stops
+ * at the first iteration that ends with the allocations resident that an earlier one ended
+ * with, and sets m->first and m->period: from then on the replay repeats itself. Marking, it
+ * replays up to the cycle's end. Returns 0 when memory is short. */
+static int replay(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, const lms_plan_times *times,
+                  marks *m)
 {
-    lms_plan_free(plan);
-    plan->capacity = capacity;
     replayed *r = calloc(it->distinct ? it->distinct : 1, sizeof *r);
     lms_heap resident = { .largest_first = 1 };
     lms_heap_walk walk = { 0 };
-    plan->evicts = calloc(it->id_count ? it->id_count : 1, 1);
-    int ok = r && plan->evicts;
+    int ok = r != NULL;
     for (size_t u = 0; ok && u < it->distinct; u++)
         r[u].node.slot = LMS_HEAP_OUT;
-    uint64_t used = 0;
-    for (uint64_t pass = 0; ok && pass < 2; pass++) {
+    uint64_t used = 0, fingerprint = 0, ended[LMS_PLAN_MAX_PASSES];
+    uint64_t passes = m->evicts ? m->first + m->period : LMS_PLAN_MAX_PASSES;
+    for (uint64_t pass = 0; ok && pass < passes; pass++) {
         for (size_t u = 0; u < it->distinct; u++)
             r[u].cursor = 0;
         for (uint64_t s = 0; ok && s < it->length; s++) {
@@ -95,10 +112,11 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
                 } else {
                     v->resident = 1;
                     used += bytes[v - r];
+                    fingerprint += lms_mix64(v->node.tie);
                     ok = lms_heap_push(&resident, &v->node);
                 }
             }
-            used = evict_victims(plan, r, &resident, &walk, bytes, used, now, it->length, times, pass == 1);
+            used = evict_victims(plan, r, &resident, &walk, bytes, used, now, it->length, times, m, &fingerprint);
             for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
                 size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
                 const lms_iteration_uses *uses = &it->uses[u];
@@ -109,10 +127,34 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
                 lms_heap_update(&resident, &v->node);
             }
         }
+        ended[pass] = fingerprint;
+        for (uint64_t earlier = 0; !m->evicts && earlier < pass; earlier++)
+            if (ended[earlier] == ended[pass]) {
+                m->first = earlier + 1;
+                m->period = pass - earlier;
+                passes = 0;
+                break;
+            }
     }
     lms_heap_free(&resident);
     lms_heap_walk_free(&walk);
     free(r);
+    return ok;
+}
+
+int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity,
+                  const lms_plan_times *times)
+{
+    lms_plan_free(plan);
+    plan->capacity = capacity;
+    /* Without a cycle (or with times: see plan.h), the second iteration's evictions, every
+     * iteration. */
+    marks m = { .first = 1, .period = 1, .id_count = it->id_count ? it->id_count : 1 };
+    int ok = times || replay(plan, it, bytes, NULL, &m);
+    if (m.period > LMS_PLAN_MAX_BYTES / m.id_count)
+        m = (marks){ .first = 1, .period = 1, .id_count = m.id_count };
+    plan->period = m.period;
+    ok = ok && (m.evicts = plan->evicts = calloc(m.period * m.id_count, 1)) && replay(plan, it, bytes, times, &m);
     if (!ok) {
         lms_plan_free(plan);
         return 0;
@@ -126,11 +168,11 @@ int lms_plan_applies(const lms_plan *plan)
 }
 
 int lms_plan_evicts_after(const lms_plan *plan, const lms_iteration *it, const lms_iteration_uses *uses,
-                          uint64_t position)
+                          uint64_t position, uint64_t iteration)
 {
     if (!lms_plan_applies(plan))
         return 0;
     size_t lo = lms_iteration_first_use(uses, position);
     return lo < uses->count && uses->positions[lo] == position &&
-           plan->evicts[(size_t)(uses->positions - it->positions) + lo];
+           plan->evicts[iteration % plan->period * it->id_count + (size_t)(uses->positions - it->positions) + lo];
 }

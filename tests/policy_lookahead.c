@@ -907,6 +907,37 @@ static void test_plan_small(void)
     free_schedule(&run);
 }
 
+/* Steps {1}, {2}, {3}, {4} in room for three. Belady's choice at need keeps a different pair
+ * each loop, in a cycle of three loops that restores 4 allocations in all (133 bytes a loop).
+ * The evictions of one loop, repeated every loop, restore 2 a loop: the plan follows the
+ * replay's whole cycle, a loop of it after another, and restores as little. */
+static void test_plan_cycle(void)
+{
+    schedule iter = { 0 }, run = { 0 };
+    lms_alloc_id order[4] = { 1, 2, 3, 4 };
+    for (int i = 0; i < 4; i++)
+        add_step(&iter, &order[i], 1);
+    repeat(&run, &iter, 0, 4, 30);
+    size_t bytes[5] = { 0, 100, 100, 100, 100 }, restores[2];
+    for (int with_plan = 0; with_plan < 2; with_plan++) {
+        cache c;
+        cache_init(&c, "lookahead", &run, 4, 300);
+        c.plan = with_plan;
+        cache_fill(&c, bytes, 0);
+        run_steps(&c, 0, run.steps - 12 * 4);
+        size_t before = c.restores;
+        run_steps(&c, run.steps - 12 * 4, run.steps);
+        restores[with_plan] = c.restores - before;
+        if (with_plan)
+            ok(c.bad == 0 && c.ooms == 0 && lms_policy_plans(c.policy), "a loop larger than the room gets a plan");
+        cache_free(&c);
+    }
+    is_uint(restores[0], 16, "Belady's choice at need restores 16 allocations in 12 loops");
+    is_uint(restores[1], restores[0], "and so does the plan, which follows the cycle of its choices");
+    free_schedule(&iter);
+    free_schedule(&run);
+}
+
 /* A training loop in 40% of its memory: the plan moves no more than Belady's choice at need,
  * evicts most of it early, and a loop with a step larger than the room gets no plan. */
 static void test_plan_training(void)
@@ -953,26 +984,33 @@ static void test_plan_training(void)
 
 /* ---- the plan, with the iteration's times ---- */
 
-/* The allocation each use of the plan evicts after, as "id@position ...". */
+/* The allocation each use of the plan evicts after, as "id@position ...", an iteration of its
+ * cycle after another, separated by " / ". */
 static void plan_evictions(const lms_iteration *it, const lms_plan *p, char *out, size_t size)
 {
     out[0] = 0;
-    for (size_t i = 0; i < it->id_count; i++) {
-        size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
-        const lms_iteration_uses *uses = &it->uses[u];
-        size_t step = 0;
-        while (it->first[step + 1] <= i)
-            step++;
-        size_t at = lms_iteration_first_use(uses, step);
-        if (p->evicts[(size_t)(uses->positions - it->positions) + at])
-            snprintf(out + strlen(out), size - strlen(out), "%s%llu@%zu", out[0] ? " " : "", (unsigned long long)it->ids[i], step);
+    for (uint64_t copy = 0; copy < p->period; copy++) {
+        const char *separator = copy ? " / " : "";
+        for (size_t i = 0; i < it->id_count; i++) {
+            size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
+            const lms_iteration_uses *uses = &it->uses[u];
+            size_t step = 0;
+            while (it->first[step + 1] <= i)
+                step++;
+            if (lms_plan_evicts_after(p, it, uses, step, copy)) {
+                snprintf(out + strlen(out), size - strlen(out), "%s%llu@%zu", separator, (unsigned long long)it->ids[i], step);
+                separator = " ";
+            }
+        }
     }
 }
 
-/* The replay itself, on the loop below from step 0, each step taking 10 ns and a copy out 15:
- * Belady's plan evicts 5 after step 1; wanting victims idle for one copy's time, 2 after step 0
- * instead (needed as soon as 5, and idle longer); for two copies' time, few are idle enough
- * and the plan evicts more. */
+/* The replay itself, on the loop below from step 0, each step taking 10 ns and a copy out 15.
+ * Five allocations in room for four: Belady's plan evicts 5 after step 1 and 1 after step 4,
+ * then 4 after step 3, in a cycle of two iterations (three restores in two, as Belady's choice
+ * at need). Wanting victims idle for one copy's time, it evicts 2 after step 0 instead (needed
+ * as soon as 5, and idle longer), every iteration (a plan with times repeats one); for two
+ * copies' time, few are idle enough and the plan evicts more. */
 static void test_plan_victims(void)
 {
     lms_iteration it = { 0 };
@@ -992,8 +1030,8 @@ static void test_plan_victims(void)
         plan_evictions(&it, &p, said[k], sizeof said[k]);
         lms_plan_free(&p);
     }
-    is_str(said[0], "5@1", "Belady's plan evicts 5 after step 1");
-    is_str(said[1], "2@0", "victims idle for one copy: 2 after step 0");
+    is_str(said[0], "5@1 1@4 / 4@3", "Belady's plan: 5 after step 1 and 1 after step 4, then 4 after step 3");
+    is_str(said[1], "2@0", "victims idle for one copy: 2 after step 0, every iteration");
     is_str(said[2], "5@1 3@2 1@4", "victims idle for two: three evictions");
     lms_iteration_clear(&it);
 }
@@ -1068,6 +1106,53 @@ static void test_plan_timed(void)
     free_schedule(&run);
 }
 
+/* Steps {1}, {2}, {3}, {4} in room for three, on a "device" whose iterations take 1 ms a
+ * restore. Belady's plan restores 4 in its cycle of three iterations, 1 or 2 in each: it is
+ * timed over the whole cycle (1.333 ms), and kept against the plans with times, which repeat
+ * one iteration's evictions. */
+static void test_plan_timed_cycle(void)
+{
+    schedule iter = { 0 }, run = { 0 };
+    lms_alloc_id order[4] = { 1, 2, 3, 4 };
+    for (int i = 0; i < 4; i++)
+        add_step(&iter, &order[i], 1);
+    repeat(&run, &iter, 0, 4, 60);
+    size_t bytes[5] = { 0, 100, 100, 100, 100 };
+    cache c;
+    cache_init(&c, "lookahead", &run, 4, 300);
+    c.plan = 1;
+    cache_fill(&c, bytes, 0);
+    uint64_t generation = 0, previous = 0;
+    size_t wanted = 0, timed_from = 0, restores_then = 0;
+    int given = 0;
+    char line[256] = "";
+    for (size_t t = 0; t < run.steps; t++) {
+        run_step(&c, t);
+        if (!given && !wanted && (wanted = lms_policy_steps_to_time(c.policy, &generation))) {
+            timed_from = t + 1;
+        } else if (!given && wanted && t + 1 == timed_from + wanted) {
+            const uint64_t took[4] = { 10, 10, 10, 10 };
+            lms_policy_step_times(c.policy, generation, took, wanted, 0.15);
+            given = 1;
+        }
+        uint64_t ordinal = lms_policy_iteration_begins(c.policy);
+        if (ordinal) {
+            if (previous)
+                lms_policy_iteration_took(c.policy, previous, (c.restores - restores_then) * 1000000);
+            previous = ordinal;
+            restores_then = c.restores;
+        }
+        char said[256];
+        if (lms_policy_plan_chosen(c.policy, said, sizeof said))
+            snprintf(line, sizeof line, "%s", said);
+    }
+    ok(strstr(line, "kept Belady's plan (iterations timed: Belady's 1.333 ms, over its cycle of 3;") == line && c.bad == 0,
+       "Belady's plan is timed over its cycle, and kept: %s", line);
+    cache_free(&c);
+    free_schedule(&iter);
+    free_schedule(&run);
+}
+
 /* ---- cost ---- */
 
 typedef struct measured { size_t restores, last_restores, predicted; double choose_ns, use_ns; } measured;
@@ -1120,7 +1205,7 @@ static void test_cost(void)
        "an iteration of 99000 uses: learned by the fourth (%zu restores in it against LRU's %zu)",
        la.last_restores, lru.last_restores);
     measured planned = run_training("lookahead", 9000, 4, 1);
-    diag("the same with the plan (made once, a replay of two iterations, then asked after every step): "
+    diag("the same with the plan (made once, a replay up to its cycle, then asked after every step): "
          "%.0f ns per use", planned.use_ns);
     ok(planned.restores != NONE && planned.last_restores <= la.last_restores,
        "with the plan, the fourth iteration restores no more (%zu against %zu)", planned.last_restores,
@@ -1163,7 +1248,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(46);
+    plan(50);
     test_names();
     test_lru_until_learned();
     test_cycle();
@@ -1173,9 +1258,11 @@ int main(void)
     test_prefetch_no_harm();
     test_recorded();
     test_plan_small();
+    test_plan_cycle();
     test_plan_training();
     test_plan_victims();
     test_plan_timed();
+    test_plan_timed_cycle();
     test_cost();
     return exit_status();
 }
