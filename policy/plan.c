@@ -82,6 +82,19 @@ static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, l
     return used;
 }
 
+/* Whether the replay's iteration `pass` ended with the allocations resident that an earlier
+ * one ended with (by their fingerprints in `ended`); if so, sets m's cycle. */
+static int cycle_ends(const uint64_t *ended, uint64_t pass, marks *m)
+{
+    for (uint64_t earlier = 0; earlier < pass; earlier++)
+        if (ended[earlier] == ended[pass]) {
+            m->first = earlier + 1;
+            m->period = pass - earlier;
+            return 1;
+        }
+    return 0;
+}
+
 /* Replays the iteration from an empty device. Looking for the cycle (m->evicts NULL), it stops
  * at the first iteration that ends with the allocations resident that an earlier one ended
  * with, and sets m->first and m->period: from then on the replay repeats itself. Marking, it
@@ -96,7 +109,7 @@ static int replay(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
     for (size_t u = 0; ok && u < it->distinct; u++)
         r[u].node.slot = LMS_HEAP_OUT;
     uint64_t used = 0, fingerprint = 0, ended[LMS_PLAN_MAX_PASSES];
-    uint64_t passes = m->evicts ? m->first + m->period : LMS_PLAN_MAX_PASSES;
+    const uint64_t passes = m->evicts ? m->first + m->period : LMS_PLAN_MAX_PASSES;
     for (uint64_t pass = 0; ok && pass < passes; pass++) {
         for (size_t u = 0; u < it->distinct; u++)
             r[u].cursor = 0;
@@ -128,13 +141,8 @@ static int replay(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
             }
         }
         ended[pass] = fingerprint;
-        for (uint64_t earlier = 0; !m->evicts && earlier < pass; earlier++)
-            if (ended[earlier] == ended[pass]) {
-                m->first = earlier + 1;
-                m->period = pass - earlier;
-                passes = 0;
-                break;
-            }
+        if (!m->evicts && cycle_ends(ended, pass, m))
+            break;
     }
     lms_heap_free(&resident);
     lms_heap_walk_free(&walk);
@@ -150,7 +158,9 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
     /* Without a cycle (or with times: see plan.h), the second iteration's evictions, every
      * iteration. */
     marks m = { .first = 1, .period = 1, .id_count = it->id_count ? it->id_count : 1 };
-    int ok = times || replay(plan, it, bytes, NULL, &m);
+    int ok = 1;
+    if (!times)
+        ok = replay(plan, it, bytes, NULL, &m); /* finds the cycle */
     if (m.period > LMS_PLAN_MAX_BYTES / m.id_count)
         m = (marks){ .first = 1, .period = 1, .id_count = m.id_count };
     plan->period = m.period;

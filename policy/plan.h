@@ -13,8 +13,8 @@
  * keeps the cycle's evictions, an iteration's after another. A plan with times (below) keeps
  * the second iteration's, every iteration: its victims are chosen for how their copies
  * overlap, and the iterations of a cycle overlap them unevenly (on the simulated H100, the
- * cycle of four iterations at cifar10_full 1.1x ran from 199k to 273k images/s, where one of
- * them repeated ran at 280k).
+ * cycle of four iterations at cifar10_full 1.1x ran from 199k to 273k images/s, where the
+ * second iteration's evictions repeated ran at 280k).
  *
  * A step needs all its allocations at once; one that needs more than the capacity evicts
  * every other and overfills: liblms then leaves some in host memory, and the plan evicts
