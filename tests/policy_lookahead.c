@@ -871,40 +871,58 @@ static void test_recorded(void)
 
 /* ---- the plan: Belady's evictions, each right after the last use before it ---- */
 
+/* A loop of one-allocation steps, `order` (ids 1 to `ids`, 100 bytes each), in room for
+ * `room` bytes, `loops` times over: the restores of its last `measured` loops, without the
+ * plan ([0]) and with it ([1]), and with it, how many the plan evicted after each step of the
+ * last loop (planned_last: one per step). Returns whether the plan was made and named only
+ * resident allocations, and room never ran out. */
+static int loop_restores(const lms_alloc_id *order, size_t steps, size_t ids, size_t room, size_t loops,
+                         size_t measured, size_t restores[2], size_t *planned_last)
+{
+    schedule iter = { 0 }, run = { 0 };
+    for (size_t i = 0; i < steps; i++)
+        add_step(&iter, &order[i], 1);
+    repeat(&run, &iter, 0, steps, loops);
+    size_t *bytes = calloc(ids + 1, sizeof *bytes);
+    for (size_t id = 1; id <= ids; id++)
+        bytes[id] = 100;
+    int planned_well = 0;
+    for (int with_plan = 0; with_plan < 2; with_plan++) {
+        cache c;
+        cache_init(&c, "lookahead", &run, ids, room);
+        c.plan = with_plan;
+        c.planned_at = calloc(run.steps, sizeof *c.planned_at);
+        cache_fill(&c, bytes, 0);
+        run_steps(&c, 0, run.steps - measured * steps);
+        size_t before = c.restores;
+        run_steps(&c, run.steps - measured * steps, run.steps);
+        restores[with_plan] = c.restores - before;
+        if (with_plan) {
+            for (size_t k = 0; k < steps; k++)
+                planned_last[k] = c.planned_at[run.steps - steps + k];
+            planned_well = c.bad == 0 && c.ooms == 0 && lms_policy_plans(c.policy);
+        }
+        free(c.planned_at);
+        cache_free(&c);
+    }
+    free(bytes);
+    free_schedule(&iter);
+    free_schedule(&run);
+    return planned_well;
+}
+
 /* Steps {1}, {2}, {3}, {2} in room for two: Belady's choice evicts 1 when 3 comes (needed
  * last), and 3 when 1 comes back: the plan evicts 1 after its use at step 0, and 3 after its
  * use at step 2, and no more is restored than without it. */
 static void test_plan_small(void)
 {
-    schedule iter = { 0 }, run = { 0 };
-    lms_alloc_id order[4] = { 1, 2, 3, 2 };
-    for (int i = 0; i < 4; i++)
-        add_step(&iter, &order[i], 1);
-    repeat(&run, &iter, 0, 4, 12);
-    size_t bytes[4] = { 0, 100, 100, 100 }, restores[2], planned[4] = { 0 };
-    for (int with_plan = 0; with_plan < 2; with_plan++) {
-        cache c;
-        cache_init(&c, "lookahead", &run, 3, 200);
-        c.plan = with_plan;
-        c.planned_at = calloc(run.steps, sizeof *c.planned_at);
-        cache_fill(&c, bytes, 0);
-        run_steps(&c, 0, run.steps - 4);
-        size_t before = c.restores;
-        run_steps(&c, run.steps - 4, run.steps);
-        restores[with_plan] = c.restores - before;
-        if (with_plan) {
-            for (int k = 0; k < 4; k++)
-                planned[k] = c.planned_at[run.steps - 4 + k];
-            ok(c.bad == 0 && lms_policy_plans(c.policy), "the plan is made, and names only resident allocations");
-        }
-        free(c.planned_at);
-        cache_free(&c);
-    }
+    const lms_alloc_id order[4] = { 1, 2, 3, 2 };
+    size_t restores[2], planned[4];
+    ok(loop_restores(order, 4, 3, 200, 12, 1, restores, planned),
+       "the plan is made, and names only resident allocations");
     ok(planned[0] == 1 && planned[1] == 0 && planned[2] == 1 && planned[3] == 0,
        "the plan evicts after steps 0 and 2 of the loop: %zu %zu %zu %zu", planned[0], planned[1], planned[2], planned[3]);
     is_uint(restores[1], restores[0], "and restores as often as Belady's choice at need (2 a loop)");
-    free_schedule(&iter);
-    free_schedule(&run);
 }
 
 /* Steps {1}, {2}, {3}, {4} in room for three. Belady's choice at need keeps a different pair
@@ -913,29 +931,11 @@ static void test_plan_small(void)
  * replay's whole cycle, a loop of it after another, and restores as little. */
 static void test_plan_cycle(void)
 {
-    schedule iter = { 0 }, run = { 0 };
-    lms_alloc_id order[4] = { 1, 2, 3, 4 };
-    for (int i = 0; i < 4; i++)
-        add_step(&iter, &order[i], 1);
-    repeat(&run, &iter, 0, 4, 30);
-    size_t bytes[5] = { 0, 100, 100, 100, 100 }, restores[2];
-    for (int with_plan = 0; with_plan < 2; with_plan++) {
-        cache c;
-        cache_init(&c, "lookahead", &run, 4, 300);
-        c.plan = with_plan;
-        cache_fill(&c, bytes, 0);
-        run_steps(&c, 0, run.steps - 12 * 4);
-        size_t before = c.restores;
-        run_steps(&c, run.steps - 12 * 4, run.steps);
-        restores[with_plan] = c.restores - before;
-        if (with_plan)
-            ok(c.bad == 0 && c.ooms == 0 && lms_policy_plans(c.policy), "a loop larger than the room gets a plan");
-        cache_free(&c);
-    }
+    const lms_alloc_id order[4] = { 1, 2, 3, 4 };
+    size_t restores[2], planned[4];
+    ok(loop_restores(order, 4, 4, 300, 30, 12, restores, planned), "a loop larger than the room gets a plan");
     is_uint(restores[0], 16, "Belady's choice at need restores 16 allocations in 12 loops");
     is_uint(restores[1], restores[0], "and so does the plan, which follows the cycle of its choices");
-    free_schedule(&iter);
-    free_schedule(&run);
 }
 
 /* A training loop in 40% of its memory: the plan moves no more than Belady's choice at need,
