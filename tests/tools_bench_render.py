@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""lms-bench's report of a real GPU's run: docs/benchmarks/results.md is what lms-bench renders
+from docs/benchmarks/results.json, and a figure that pinned_bandwidth measures is said once it
+is there (a copy to the host passing, or not, one that waits for a kernel on another stream)."""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
+from tools_tap import done, is_equal, ok, plan  # noqa: E402
+
+SOURCE = os.environ.get("LMS_SOURCE_DIR", ".")
+loader = importlib.machinery.SourceFileLoader("lms_bench", os.path.join(SOURCE, "tools", "bench", "lms-bench"))
+spec = importlib.util.spec_from_loader("lms_bench", loader)
+bench = importlib.util.module_from_spec(spec)
+loader.exec_module(bench)
+
+plan(3)
+with open(os.path.join(SOURCE, "docs", "benchmarks", "results.json")) as f:
+    results = json.load(f)
+with open(os.path.join(SOURCE, "docs", "benchmarks", "results.md")) as f:
+    committed = f.read()
+is_equal(bench.markdown(results), committed, "results.md is lms-bench's rendering of results.json")
+results["machine"]["bandwidth"].update({"bytes": 256 << 20, "d2h_gbps": 55.0,
+                                        "d2h_past_waiting_copy_ms": [20.01, 24.9, 4.93]})
+said = bench.markdown(results)
+ok("A copy to the host queued on a second stream behind one that waits for a kernel ended at 4.93 ms "
+   "(the kernel at 20.01, the waiting copy at 24.90; a copy alone takes 4.88)." in said,
+   "with the waiting-copy figures, the report says when each copy and the kernel ended", said[:2000])
+del results["machine"]["bandwidth"]["d2h_past_waiting_copy_ms"]
+ok("second stream" not in bench.markdown(results), "without them, it says nothing of it")
+done()
