@@ -161,8 +161,6 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
     int ok = 1;
     if (!times)
         ok = replay(plan, it, bytes, NULL, &m); /* finds the cycle */
-    if (m.period > LMS_PLAN_MAX_BYTES / m.id_count)
-        m = (marks){ .first = 1, .period = 1, .id_count = m.id_count };
     plan->period = m.period;
     ok = ok && (m.evicts = plan->evicts = calloc(m.period * m.id_count, 1)) && replay(plan, it, bytes, times, &m);
     if (!ok) {

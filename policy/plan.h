@@ -31,10 +31,8 @@
  * H100, unet3d at N = 192 found a cycle of 9 with 32 passes, kept its plan at iteration 23
  * instead of 15, and ran 6.4 % slower; with 8, of 14 runs (cifar10_full at 1.1-3x the cap,
  * unet3d at N = 192-272), 3 ran 4.6-8.2 % faster and none slower. */
-#define LMS_PLAN_MAX_PASSES 8
-#define LMS_PLAN_MAX_BYTES ((uint64_t)64 << 20) /* for the cycle's evictions; past it, or
-                                                   without a cycle, the second iteration's
-                                                   repeat every iteration */
+#define LMS_PLAN_MAX_PASSES 8 /* so a cycle's evictions take at most 7 bytes a use recorded:
+                                  28 MiB at LMS_ITERATION_MAX_IDS */
 
 /* When the iteration's steps run, as measured on the device, and how fast a copy goes: with
  * them the replay evicts, of the allocations whose copy out has had time to finish since their
