@@ -27,6 +27,13 @@ static int compare_floats(const void *a, const void *b)
 }
 
 enum { REPEATS = 10 };
+
+// The median of REPEATS figures (it sorts them).
+static double median(float *figures)
+{
+    qsort(figures, REPEATS, sizeof figures[0], compare_floats);
+    return (figures[REPEATS / 2 - 1] + figures[REPEATS / 2]) / 2;
+}
 static const size_t BYTES = 256u << 20;
 
 // Median GB/s of REPEATS rounds; each round copies BYTES in each direction asked for.
@@ -56,10 +63,9 @@ static double median_gbps(void *host_in, void *host_out, void *dev_in, void *dev
         cudaCheck(cudaEventElapsedTime(&ms, start, stop));
         gbps[r] = (float)((to_device + to_host) * BYTES / (ms * 1e6));
     }
-    qsort(gbps, REPEATS, sizeof gbps[0], compare_floats);
     cudaCheck(cudaEventDestroy(start));
     cudaCheck(cudaEventDestroy(stop));
-    return (gbps[REPEATS / 2 - 1] + gbps[REPEATS / 2]) / 2;
+    return median(gbps);
 }
 
 // Reads n floats from host memory mapped into the device (zero-copy) and writes their sum to
@@ -129,10 +135,8 @@ static void zero_copy_gbps(enum kernel_kind kind, void *host_mapped, void *host_
         cudaCheck(cudaEventDestroy(kernel_done));
         cudaCheck(cudaEventDestroy(copy_done));
     }
-    qsort(kernel, REPEATS, sizeof kernel[0], compare_floats);
-    qsort(copy, REPEATS, sizeof copy[0], compare_floats);
-    *kernel_gbps = (kernel[REPEATS / 2 - 1] + kernel[REPEATS / 2]) / 2;
-    *copy_gbps = (copy[REPEATS / 2 - 1] + copy[REPEATS / 2]) / 2;
+    *kernel_gbps = median(kernel);
+    *copy_gbps = median(copy);
 }
 
 // The zero-copy figures, as JSON members: the kernel alone, then [kernel, copy] beside a copy
@@ -197,10 +201,8 @@ static void copy_past_waiting(void *host_first, void *host_second, void *dev_fir
         }
         cudaCheck(cudaEventDestroy(start));
     }
-    for (int i = 0; i < 3; i++) {
-        qsort(ends[i], REPEATS, sizeof ends[i][0], compare_floats);
-        ms_out[i] = (ends[i][REPEATS / 2 - 1] + ends[i][REPEATS / 2]) / 2;
-    }
+    for (int i = 0; i < 3; i++)
+        ms_out[i] = median(ends[i]);
 }
 
 int main(void)
