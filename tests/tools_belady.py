@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The bench's Belady replay (tools/bench/belady.py) on scripted traces: what it must move on a
-loop larger than the cap, pieces as liblms splits them or split finer, and no figure where one
-step alone needs more than the cap or where the trace left some of a launch's uses out."""
+loop larger than the cap, pieces as liblms splits them or split finer, steps that alone need more
+than the cap (some of their pieces used in host memory), and no figure where the trace left some
+of a launch's uses out."""
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from tools_tap import done, is_equal, plan, scratch  # noqa: E402
 import belady  # noqa: E402
 
 MIB = 1 << 20
-plan(8)
+plan(9)
 tmp = scratch()
 
 
@@ -48,7 +49,21 @@ pieces = [0x1000000, 0x1200000, 0x1400000]  # a launch's uses name every piece, 
 split = trace("pieces.json", {0x1000000: 5 * MIB, 0x2000000: 2 * MIB},
               [pieces, [0x2000000], pieces], piece=2 * MIB)
 is_equal(belady.traffic(split, 6 * MIB), 4 * 2 * MIB, "pieces move alone: one piece out and back, the other in and out")
-is_equal(belady.traffic(split, 4 * MIB), None, "a step needing more than the cap has no Belady figure")
+# In room for 4 MiB each use of the 6 MiB allocation needs more than the cap. The first finds
+# two pieces resident and uses the third in host memory (2 MiB); the other's use evicts a piece
+# and brings the other in (4); the last finds one piece resident and uses two in host memory
+# (4): the other, needed never again, is not evicted for pieces needed never again either.
+is_equal(belady.traffic(split, 4 * MIB), 10 * MIB, "a step needing more than the cap uses in host memory what does not fit")
+# Three 2 MiB pieces used together in room for two, beside a 2 MiB allocation. The step larger
+# than the cap finds one piece resident, beside the other allocation: it brings back the piece
+# needed next, in the room of the other allocation, needed later (2 MiB out, 2 in), and uses
+# the third in host memory (2). The other comes back at its use, in the room of the piece
+# needed never again (2 out, 2 in).
+a1, a2, a3, other = 0x1000000, 0x1200000, 0x1400000, 0x2000000
+room = trace("room.json", {a1: 6 * MIB, other: 2 * MIB},
+             [[a1, other], [a1, a2, a3], [a2], [other]], piece=2 * MIB)
+is_equal(belady.traffic(room, 4 * MIB), 10 * MIB,
+         "a step larger than the cap brings back a piece where one needed later than it is resident")
 # An 8 MiB allocation beside a 2 MiB one, used in turn in room for 8 MiB, traced in pieces of 4
 # MiB: the other's use evicts a 4 MiB piece, which comes back next in its place. Replayed in 2
 # MiB pieces, a 2 MiB piece goes out and comes back instead, as if traced so.
