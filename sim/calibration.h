@@ -16,7 +16,11 @@ typedef struct sim_calibration {
 
     /* copy engines */
     double pinned_h2d, pinned_d2h;   /* one direction alone */
-    double pinned_bidirectional;     /* both directions at once, in total */
+    double pinned_bidirectional;     /* both directions at once, in total: the bytes of a copy
+                                        each way over the time until the later ends */
+    double pinned_overlap;           /* what both directions carry together while they overlap:
+                                        the copy queued first keeps its rate, the other gets
+                                        the rest */
     double pageable_h2d, pageable_d2h;
     double d2d_copy;                 /* bytes copied per second, device to device */
     double memset_rate;              /* bytes written per second by a memset */

@@ -46,8 +46,10 @@ __attribute__((destructor)) static void write_report(void)
     pthread_mutex_lock(&cd.lock);
     const sim_calibration *cal = sim_calibration_now();
     fprintf(f, "{\"simulated\": true, \"calibration\": \"%s\", \"link_gbps\": {\"h2d\": %.1f, "
-            "\"d2h\": %.1f, \"bidirectional\": %.1f}, \"host_ns\": %llu, \"host_waited_ns\": %llu, \"devices\": [",
+            "\"d2h\": %.1f, \"bidirectional\": %.1f, \"overlap\": %.1f}, \"host_ns\": %llu, "
+            "\"host_waited_ns\": %llu, \"devices\": [",
             cal->version, cal->pinned_h2d / 1e9, cal->pinned_d2h / 1e9, cal->pinned_bidirectional / 1e9,
+            cal->pinned_overlap / 1e9,
             (unsigned long long)cd_host_now(), (unsigned long long)cd_host_waited());
     for (int d = 0; d < cd.device_count; d++) {
         const sim_timeline *t = &cd.devices[d].timeline;

@@ -75,7 +75,7 @@ static double transfer(sim_timeline *t, const double share[2], const double load
     while (left > 0) {
         const sim_link_point *used = i >= 0 ? &t->link[i] : &idle_link;
         double until = i >= 0 && i + 1 < t->link_count ? t->link[i + 1].at : -1;
-        double r = rate, both = cal->pinned_bidirectional - used->rate[0] - used->rate[1];
+        double r = rate, both = cal->pinned_overlap - used->rate[0] - used->rate[1];
         if (both < r)
             r = both;
         for (int d = 0; d < 2; d++)

@@ -59,7 +59,8 @@ static void start_together(CUevent a)
 }
 
 /* Eight 128 MiB copies each way, queued on two streams in turn: while both directions are
- * busy the link carries its measured bidirectional total. */
+ * busy the link carries what they may take together, more than the measured pair's total
+ * (whose end, where one direction runs alone, weighs more). */
 static void test_both_directions(CUdeviceptr dev, void *pinned)
 {
     CUevent a, done1, done2;
@@ -76,14 +77,37 @@ static void test_both_directions(CUdeviceptr dev, void *pinned)
     CHECK_CU(cuEventRecord(done2, s2));
     double ms1 = elapsed_ms(a, done1), ms2 = elapsed_ms(a, done2), ms = ms1 > ms2 ? ms1 : ms2;
     double gbps = 2.0 * GIB / ms / 1e6;
-    ok(gbps > 0.95 * cal->pinned_bidirectional / 1e9 && gbps <= cal->pinned_bidirectional / 1e9,
-       "1 GiB each way at once moves %.1f GB/s in total (the link's bidirectional %.1f, less "
-       "the ends where one direction runs alone)", gbps, cal->pinned_bidirectional / 1e9);
+    ok(gbps > cal->pinned_bidirectional / 1e9 && gbps <= cal->pinned_overlap / 1e9,
+       "1 GiB each way at once moves %.1f GB/s in total: more than one 256 MiB copy each way "
+       "(%.1f), no more than both directions carry while they overlap (%.1f)", gbps,
+       cal->pinned_bidirectional / 1e9, cal->pinned_overlap / 1e9);
+}
+
+/* pinned_bandwidth's measurement of both directions (tools/bench/pinned_bandwidth.cu): one
+ * 256 MiB copy each way, the one to the device queued first, both released by one event. Its
+ * figure is both copies' bytes over the time until the later ends: 93.7 GB/s in
+ * GPU-FACTS.md, 93.2 in docs/benchmarks/results.json. The model must give it back. */
+static void test_both_directions_as_measured(CUdeviceptr dev, void *pinned)
+{
+    CUevent a, in_done, out_done;
+    CHECK_CU(cuEventCreate(&a, 0));
+    CHECK_CU(cuEventCreate(&in_done, 0));
+    CHECK_CU(cuEventCreate(&out_done, 0));
+    start_together(a);
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, 256 * MIB, s1));
+    CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB, dev + GIB, 256 * MIB, s2));
+    CHECK_CU(cuEventRecord(in_done, s1));
+    CHECK_CU(cuEventRecord(out_done, s2));
+    double in_ms = elapsed_ms(a, in_done), out_ms = elapsed_ms(a, out_done);
+    double last_ms = in_ms > out_ms ? in_ms : out_ms, gbps = 512.0 * MIB / last_ms / 1e6;
+    ok(gbps >= 0.99 * 93.2 && gbps <= 1.01 * 93.7,
+       "one 256 MiB copy each way, queued together: %.1f GB/s in all, as measured (93.2-93.7; "
+       "in %.2f ms, out %.2f ms)", gbps, in_ms, out_ms);
 }
 
 /* Four 256 MiB copies from the device queued first, then one of 1 GiB to it: the copy to the
- * device overlaps all four, not only the last, and the link carries no more than its
- * bidirectional total meanwhile. */
+ * device overlaps all four, not only the last, getting beside them what they leave of the
+ * overlap's total, and runs alone at its full rate once they end. */
 static void test_copies_queued_ahead(CUdeviceptr dev, void *pinned)
 {
     CUevent a, in_done, out_done;
@@ -98,11 +122,11 @@ static void test_copies_queued_ahead(CUdeviceptr dev, void *pinned)
     CHECK_CU(cuEventRecord(in_done, s1));
     CHECK_CU(cuEventRecord(out_done, s2));
     double in_ms = elapsed_ms(a, in_done), out_ms = elapsed_ms(a, out_done);
-    double last_ms = in_ms > out_ms ? in_ms : out_ms;
-    double both_ms = 2.0 * GIB / cal->pinned_bidirectional * 1e3;
-    ok(last_ms >= 0.999 * both_ms,
-       "four copies out queued ahead of one copy in: 2 GiB in %.2f ms, no sooner than at the "
-       "link's bidirectional 93.7 GB/s (%.2f ms; in %.2f ms, out %.2f ms)", last_ms, both_ms, in_ms, out_ms);
+    double beside = (cal->pinned_overlap - cal->pinned_d2h) * out_ms / 1e3;
+    double expected_ms = out_ms + (GIB - beside) / cal->pinned_h2d * 1e3;
+    ok(in_ms > 0.995 * expected_ms && in_ms < 1.005 * expected_ms,
+       "four copies out queued ahead of one copy in: it ends after %.2f ms, having moved %.0f MiB "
+       "beside them (%.2f ms expected; out %.2f ms)", in_ms, beside / MIB, expected_ms, out_ms);
 }
 
 static CUfunction scale, sum;
@@ -173,7 +197,7 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
     CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
     CHECK_CU(cuEventRecord(in_done, s2));
     double copy_ms = elapsed_ms(a, in_done), alone_ms = GIB / cal->pinned_h2d * 1e3;
-    ok(copy_ms > 1.05 * alone_ms && copy_ms < 0.999 * ((GIB + 128.0 * MIB) / cal->pinned_h2d * 1e3),
+    ok(copy_ms > 1.02 * alone_ms && copy_ms < 0.999 * ((GIB + 128.0 * MIB) / cal->pinned_h2d * 1e3),
        "a copy to the device beside a memset of 256 MiB of host memory takes %.2f ms: longer than "
        "alone (%.2f ms), shorter than if it carried half the memset's bytes", copy_ms, alone_ms);
 
@@ -189,10 +213,10 @@ static void test_zero_copy_shares_link(CUdeviceptr dev, void *pinned, CUdevicept
     double in_ms = elapsed_ms(a, in_done), out_ms = elapsed_ms(a, out_done);
     last_ms = last_ms > in_ms ? last_ms : in_ms;
     last_ms = last_ms > out_ms ? last_ms : out_ms;
-    double both_ms = (2.0 * GIB + 512.0 * MIB) / cal->pinned_bidirectional * 1e3;
+    double both_ms = (2.0 * GIB + 512.0 * MIB) / cal->pinned_overlap * 1e3;
     ok(last_ms >= 0.999 * both_ms,
        "a copy each way and a kernel on host memory end after %.2f ms, no sooner than 2.5 GiB "
-       "at the link's bidirectional 93.7 GB/s (%.2f ms)", last_ms, both_ms);
+       "at the most both directions carry (%.1f GB/s: %.2f ms)", last_ms, cal->pinned_overlap / 1e9, both_ms);
     CHECK_CU(cuStreamDestroy_v2(s3));
 }
 
@@ -454,9 +478,10 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(29);
+    plan(30);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
+    test_both_directions_as_measured(dev, pinned);
     test_copies_queued_ahead(dev, pinned);
     test_kernels(dev, host_located);
     test_zero_copy_shares_link(dev, pinned, host_located);

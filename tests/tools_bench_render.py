@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """lms-bench's report of a real GPU's run: docs/benchmarks/results.md is what lms-bench renders
 from docs/benchmarks/results.json, and a figure that pinned_bandwidth measures is said once it
-is there (a copy to the host passing, or not, one that waits for a kernel on another stream)."""
+is there (a copy to the host passing, or not, one that waits for a kernel on another stream;
+how copies in both directions share the link)."""
 import importlib.machinery
 import importlib.util
 import json
@@ -17,7 +18,7 @@ spec = importlib.util.spec_from_loader("lms_bench", loader)
 bench = importlib.util.module_from_spec(spec)
 loader.exec_module(bench)
 
-plan(3)
+plan(5)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.json")) as f:
     results = json.load(f)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.md")) as f:
@@ -31,4 +32,13 @@ ok("A copy to the host queued on a second stream behind one that waits for a ker
    "with the waiting-copy figures, the report says when each copy and the kernel ended", said[:2000])
 del results["machine"]["bandwidth"]["d2h_past_waiting_copy_ms"]
 ok("second stream" not in bench.markdown(results), "without them, it says nothing of it")
+results["machine"]["bandwidth"].update({"bidirectional_ends_ms": [5.74, 5.24], "bidirectional_staggered_ms": [7.1, 5.5],
+                                        "bidirectional_sustained_gbps": 97.2})
+said = bench.markdown(results)
+ok("One copy each way, queued together: the one to the device ended at 5.74 ms, the one to the host at 5.24; "
+   "the one to the device queued 2 ms into the other: 7.10 and 5.50; eight copies each way of half the size, "
+   "queued in turn: 97.2 GB/s in all." in said,
+   "with the figures of copies both ways, the report says when each ended and what many carried", said[:2000])
+del results["machine"]["bandwidth"]["bidirectional_ends_ms"]
+ok("each way" not in bench.markdown(results), "without them, it says nothing of it")
 done()

@@ -6,7 +6,9 @@
 // from these (sim/calibration.c). Last, whether a copy to the host on one stream passes one
 // queued before it on another that still waits for a kernel: the simulator has one copy
 // engine a direction, which takes copies in the order they were queued, where the H100 has
-// three. Prints one JSON object (GB/s and ms, median).
+// three. Then how the two directions share the link: when each copy ends, queued at once;
+// one joining the other 2 ms later; and over eight copies each way (the simulator's model of
+// it is fitted to the pair's total alone). Prints one JSON object (GB/s and ms, median).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +207,48 @@ static void copy_past_waiting(void *host_first, void *host_second, void *dev_fir
         ms_out[i] = median(ends[i]);
 }
 
+enum { SUSTAINED_PIECES = 8 };
+
+// Median ms from a common start to the end of the copies to the device (ends_ms[0]) and to
+// the host (ends_ms[1]): `pieces` copies each way of half of BYTES each (one copy of BYTES
+// when pieces is 1), queued in turn, each to the device first; those to the device behind a
+// delay_ms kernel when delay_ms is not 0. How the two directions share the link: at once, one
+// joining the other, and over many copies (the simulator's model is fitted to the first alone).
+static void copies_each_way(void *host_in, void *host_out, void *dev_in, void *dev_out, int pieces,
+                            unsigned delay_ms, cudaStream_t up, cudaStream_t down, double ends_ms[2])
+{
+    size_t piece = pieces == 1 ? BYTES : BYTES / 2;
+    float ends[2][REPEATS];
+    for (int r = 0; r < REPEATS; r++) {
+        cudaEvent_t start, done[2];
+        cudaCheck(cudaEventCreate(&start));
+        for (int i = 0; i < 2; i++)
+            cudaCheck(cudaEventCreate(&done[i]));
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaEventRecord(start, up));
+        cudaCheck(cudaStreamWaitEvent(down, start, 0));
+        if (delay_ms) {
+            spin<<<1, 1, 0, up>>>((unsigned long long)delay_ms * 1000000);
+            cudaCheck(cudaGetLastError());
+        }
+        for (int i = 0; i < pieces; i++) {
+            size_t at = (size_t)(i % 2) * piece;
+            cudaCheck(cudaMemcpyAsync((char *)dev_in + at, (char *)host_in + at, piece, cudaMemcpyHostToDevice, up));
+            cudaCheck(cudaMemcpyAsync((char *)host_out + at, (char *)dev_out + at, piece, cudaMemcpyDeviceToHost, down));
+        }
+        cudaCheck(cudaEventRecord(done[0], up));
+        cudaCheck(cudaEventRecord(done[1], down));
+        cudaCheck(cudaDeviceSynchronize());
+        for (int i = 0; i < 2; i++) {
+            cudaCheck(cudaEventElapsedTime(&ends[i][r], start, done[i]));
+            cudaCheck(cudaEventDestroy(done[i]));
+        }
+        cudaCheck(cudaEventDestroy(start));
+    }
+    for (int i = 0; i < 2; i++)
+        ends_ms[i] = median(ends[i]);
+}
+
 int main(void)
 {
     void *host_in, *host_out, *dev_in, *dev_out;
@@ -237,6 +281,14 @@ int main(void)
     double past[3];
     copy_past_waiting(host_out, host_in, dev_out, dev_in, up, down, down_again, past);
     printf(", \"d2h_past_waiting_copy_ms\": [%.2f, %.2f, %.2f]", past[0], past[1], past[2]);
+    double at_once[2], joining[2], many[2];
+    copies_each_way(host_in, host_out, dev_in, dev_out, 1, 0, up, down, at_once);
+    copies_each_way(host_in, host_out, dev_in, dev_out, 1, 2, up, down, joining);
+    copies_each_way(host_in, host_out, dev_in, dev_out, SUSTAINED_PIECES, 0, up, down, many);
+    double many_ms = many[0] > many[1] ? many[0] : many[1];
+    printf(", \"bidirectional_ends_ms\": [%.2f, %.2f], \"bidirectional_staggered_ms\": [%.2f, %.2f], "
+           "\"bidirectional_sustained_gbps\": %.1f", at_once[0], at_once[1], joining[0], joining[1],
+           2.0 * SUSTAINED_PIECES * (BYTES / 2) / (many_ms * 1e6));
     printf("}\n");
     return 0;
 }
