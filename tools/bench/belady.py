@@ -17,7 +17,8 @@ With a finer piece size than the trace's, each of the trace's pieces is split fu
 launch that used it uses all of its parts. A kernel reaches its whole allocation that way in
 liblms too; only a copy or memset over part of a piece is taken as using all of it. In 2 MiB
 pieces (VMM's granularity, the finest liblms moves) that is, where no step needs more than the
-cap, the least traffic of any policy that keeps every byte. `python3 belady.py TRACE CAP_MIB [PIECE_MIB]` prints it.
+cap, the least traffic of any policy that keeps every byte.
+`python3 belady.py TRACE CAP_MIB [PIECE_MIB]` prints it.
 """
 import heapq
 import json
