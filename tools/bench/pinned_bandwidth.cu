@@ -233,8 +233,10 @@ static void copies_each_way(void *host_in, void *host_out, void *dev_in, void *d
         }
         for (int i = 0; i < pieces; i++) {
             size_t at = (size_t)(i % 2) * piece;
-            cudaCheck(cudaMemcpyAsync((char *)dev_in + at, (char *)host_in + at, piece, cudaMemcpyHostToDevice, up));
-            cudaCheck(cudaMemcpyAsync((char *)host_out + at, (char *)dev_out + at, piece, cudaMemcpyDeviceToHost, down));
+            cudaCheck(cudaMemcpyAsync((char *)dev_in + at, (char *)host_in + at, piece,
+                                      cudaMemcpyHostToDevice, up));
+            cudaCheck(cudaMemcpyAsync((char *)host_out + at, (char *)dev_out + at, piece,
+                                      cudaMemcpyDeviceToHost, down));
         }
         cudaCheck(cudaEventRecord(done[0], up));
         cudaCheck(cudaEventRecord(done[1], down));
