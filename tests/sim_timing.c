@@ -58,25 +58,34 @@ static void start_together(CUevent a)
     CHECK_CU(cuStreamWaitEvent(s2, a, 0));
 }
 
-/* Eight 128 MiB copies each way, queued on two streams in turn: while both directions are
- * busy the link carries what they may take together, more than the measured pair's total
- * (whose end, where one direction runs alone, weighs more). */
-static void test_both_directions(CUdeviceptr dev, void *pinned)
+/* `count` copies of `chunk` bytes each way, queued in turn on two streams, each to the device
+ * first, from a common start: when the last to the device and the last to the host end. */
+static void copies_each_way(CUdeviceptr dev, void *pinned, size_t chunk, int count, double *in_ms,
+                            double *out_ms)
 {
-    CUevent a, done1, done2;
+    CUevent a, in_done, out_done;
     CHECK_CU(cuEventCreate(&a, 0));
-    CHECK_CU(cuEventCreate(&done1, 0));
-    CHECK_CU(cuEventCreate(&done2, 0));
+    CHECK_CU(cuEventCreate(&in_done, 0));
+    CHECK_CU(cuEventCreate(&out_done, 0));
     start_together(a);
-    size_t chunk = 128 * MIB;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < count; i++) {
         CHECK_CU(cuMemcpyHtoDAsync_v2(dev + i * chunk, (char *)pinned + i * chunk, chunk, s1));
         CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB + i * chunk, dev + GIB + i * chunk, chunk, s2));
     }
-    CHECK_CU(cuEventRecord(done1, s1));
-    CHECK_CU(cuEventRecord(done2, s2));
-    double ms1 = elapsed_ms(a, done1), ms2 = elapsed_ms(a, done2), ms = ms1 > ms2 ? ms1 : ms2;
-    double gbps = 2.0 * GIB / ms / 1e6;
+    CHECK_CU(cuEventRecord(in_done, s1));
+    CHECK_CU(cuEventRecord(out_done, s2));
+    *in_ms = elapsed_ms(a, in_done);
+    *out_ms = elapsed_ms(a, out_done);
+}
+
+/* Eight 128 MiB copies each way: while both directions are busy the link carries what they
+ * may take together, more than the measured pair's total (whose end, where one direction runs
+ * alone, weighs more). */
+static void test_both_directions(CUdeviceptr dev, void *pinned)
+{
+    double in_ms, out_ms;
+    copies_each_way(dev, pinned, 128 * MIB, 8, &in_ms, &out_ms);
+    double gbps = 2.0 * GIB / (in_ms > out_ms ? in_ms : out_ms) / 1e6;
     ok(gbps > cal->pinned_bidirectional / 1e9 && gbps <= cal->pinned_overlap / 1e9,
        "1 GiB each way at once moves %.1f GB/s in total: more than one 256 MiB copy each way "
        "(%.1f), no more than both directions carry while they overlap (%.1f)", gbps,
@@ -89,17 +98,9 @@ static void test_both_directions(CUdeviceptr dev, void *pinned)
  * GPU-FACTS.md, 93.2 in docs/benchmarks/results.json. The model must give it back. */
 static void test_both_directions_as_measured(CUdeviceptr dev, void *pinned)
 {
-    CUevent a, in_done, out_done;
-    CHECK_CU(cuEventCreate(&a, 0));
-    CHECK_CU(cuEventCreate(&in_done, 0));
-    CHECK_CU(cuEventCreate(&out_done, 0));
-    start_together(a);
-    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, 256 * MIB, s1));
-    CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB, dev + GIB, 256 * MIB, s2));
-    CHECK_CU(cuEventRecord(in_done, s1));
-    CHECK_CU(cuEventRecord(out_done, s2));
-    double in_ms = elapsed_ms(a, in_done), out_ms = elapsed_ms(a, out_done);
-    double last_ms = in_ms > out_ms ? in_ms : out_ms, gbps = 512.0 * MIB / last_ms / 1e6;
+    double in_ms, out_ms;
+    copies_each_way(dev, pinned, 256 * MIB, 1, &in_ms, &out_ms);
+    double gbps = 512.0 * MIB / (in_ms > out_ms ? in_ms : out_ms) / 1e6;
     ok(gbps >= 0.99 * 93.2 && gbps <= 1.01 * 93.7,
        "one 256 MiB copy each way, queued together: %.1f GB/s in all, as measured (93.2-93.7; "
        "in %.2f ms, out %.2f ms)", gbps, in_ms, out_ms);
