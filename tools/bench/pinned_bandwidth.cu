@@ -169,86 +169,92 @@ __global__ void spin(unsigned long long ns)
     while (now - start < ns);
 }
 
-enum { SPIN_MS = 20 };
+enum { SPIN_MS = 20, MAX_ENDS = 3 };
 
-// A copy to the host queued on `first` behind a SPIN_MS kernel on kernel_stream, then one
-// queued on `second` with nothing to wait for, each BYTES: median ms from the common start to
-// the kernel's end, the first copy's end and the second's. The second ends near a copy's time
-// where it passes the first, near the kernel and two copies' where it waits behind it.
-static void copy_past_waiting(void *host_first, void *host_second, void *dev_first, void *dev_second,
-                              cudaStream_t kernel_stream, cudaStream_t first, cudaStream_t second, double ms_out[3])
+// One round of a measurement of when work ends: it records `start` and queues its work,
+// recording done[i] where each of its parts ends.
+typedef void (*round_queue)(const void *setup, cudaEvent_t start, const cudaEvent_t *done);
+
+// Median ms from the start to each of `count` ends, over REPEATS rounds, each on an idle device.
+static void median_ends(round_queue queue, const void *setup, int count, double *ms_out)
 {
-    float ends[3][REPEATS];
+    float ends[MAX_ENDS][REPEATS];
     for (int r = 0; r < REPEATS; r++) {
-        cudaEvent_t start, done[3];
+        cudaEvent_t start, done[MAX_ENDS];
         cudaCheck(cudaEventCreate(&start));
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < count; i++)
             cudaCheck(cudaEventCreate(&done[i]));
         cudaCheck(cudaDeviceSynchronize());
-        cudaCheck(cudaEventRecord(start, kernel_stream));
-        cudaCheck(cudaStreamWaitEvent(first, start, 0));
-        cudaCheck(cudaStreamWaitEvent(second, start, 0));
-        spin<<<1, 1, 0, kernel_stream>>>((unsigned long long)SPIN_MS * 1000000);
-        cudaCheck(cudaGetLastError());
-        cudaCheck(cudaEventRecord(done[0], kernel_stream));
-        cudaCheck(cudaStreamWaitEvent(first, done[0], 0));
-        cudaCheck(cudaMemcpyAsync(host_first, dev_first, BYTES, cudaMemcpyDeviceToHost, first));
-        cudaCheck(cudaEventRecord(done[1], first));
-        cudaCheck(cudaMemcpyAsync(host_second, dev_second, BYTES, cudaMemcpyDeviceToHost, second));
-        cudaCheck(cudaEventRecord(done[2], second));
+        queue(setup, start, done);
         cudaCheck(cudaDeviceSynchronize());
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < count; i++) {
             cudaCheck(cudaEventElapsedTime(&ends[i][r], start, done[i]));
             cudaCheck(cudaEventDestroy(done[i]));
         }
         cudaCheck(cudaEventDestroy(start));
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < count; i++)
         ms_out[i] = median(ends[i]);
+}
+
+typedef struct past_waiting {
+    void *host_first, *host_second, *dev_first, *dev_second;
+    cudaStream_t kernel_stream, first, second;
+} past_waiting;
+
+// A copy to the host queued on `first` behind a SPIN_MS kernel on kernel_stream, then one
+// queued on `second` with nothing to wait for, each BYTES: ends are the kernel's, the first
+// copy's and the second's. The second ends near a copy's time where it passes the first, near
+// the kernel and two copies' where it waits behind it.
+static void queue_past_waiting(const void *setup, cudaEvent_t start, const cudaEvent_t *done)
+{
+    const past_waiting *p = (const past_waiting *)setup;
+    cudaCheck(cudaEventRecord(start, p->kernel_stream));
+    cudaCheck(cudaStreamWaitEvent(p->first, start, 0));
+    cudaCheck(cudaStreamWaitEvent(p->second, start, 0));
+    spin<<<1, 1, 0, p->kernel_stream>>>((unsigned long long)SPIN_MS * 1000000);
+    cudaCheck(cudaGetLastError());
+    cudaCheck(cudaEventRecord(done[0], p->kernel_stream));
+    cudaCheck(cudaStreamWaitEvent(p->first, done[0], 0));
+    cudaCheck(cudaMemcpyAsync(p->host_first, p->dev_first, BYTES, cudaMemcpyDeviceToHost, p->first));
+    cudaCheck(cudaEventRecord(done[1], p->first));
+    cudaCheck(cudaMemcpyAsync(p->host_second, p->dev_second, BYTES, cudaMemcpyDeviceToHost, p->second));
+    cudaCheck(cudaEventRecord(done[2], p->second));
 }
 
 enum { SUSTAINED_PIECES = 8 };
 
-// Median ms from a common start to the end of the copies to the device (ends_ms[0]) and to
-// the host (ends_ms[1]): `pieces` copies each way of half of BYTES each (one copy of BYTES
-// when pieces is 1), queued in turn, each to the device first; those to the device behind a
-// delay_ms kernel when delay_ms is not 0. How the two directions share the link: at once, one
-// joining the other, and over many copies (the simulator's model is fitted to the first alone).
-static void copies_each_way(void *host_in, void *host_out, void *dev_in, void *dev_out, int pieces,
-                            unsigned delay_ms, cudaStream_t up, cudaStream_t down, double ends_ms[2])
+typedef struct each_way {
+    void *host_in, *host_out, *dev_in, *dev_out;
+    int pieces;
+    unsigned delay_ms;
+    cudaStream_t up, down;
+} each_way;
+
+// `pieces` copies each way of half of BYTES each (one copy of BYTES when pieces is 1), queued
+// in turn, each to the device first; those to the device behind a delay_ms kernel when
+// delay_ms is not 0: ends are the last copy to the device's and the last to the host's. How
+// the two directions share the link: at once, one joining the other, and over many copies (the
+// simulator's model is fitted to the first alone).
+static void queue_each_way(const void *setup, cudaEvent_t start, const cudaEvent_t *done)
 {
-    size_t piece = pieces == 1 ? BYTES : BYTES / 2;
-    float ends[2][REPEATS];
-    for (int r = 0; r < REPEATS; r++) {
-        cudaEvent_t start, done[2];
-        cudaCheck(cudaEventCreate(&start));
-        for (int i = 0; i < 2; i++)
-            cudaCheck(cudaEventCreate(&done[i]));
-        cudaCheck(cudaDeviceSynchronize());
-        cudaCheck(cudaEventRecord(start, up));
-        cudaCheck(cudaStreamWaitEvent(down, start, 0));
-        if (delay_ms) {
-            spin<<<1, 1, 0, up>>>((unsigned long long)delay_ms * 1000000);
-            cudaCheck(cudaGetLastError());
-        }
-        for (int i = 0; i < pieces; i++) {
-            size_t at = (size_t)(i % 2) * piece;
-            cudaCheck(cudaMemcpyAsync((char *)dev_in + at, (char *)host_in + at, piece,
-                                      cudaMemcpyHostToDevice, up));
-            cudaCheck(cudaMemcpyAsync((char *)host_out + at, (char *)dev_out + at, piece,
-                                      cudaMemcpyDeviceToHost, down));
-        }
-        cudaCheck(cudaEventRecord(done[0], up));
-        cudaCheck(cudaEventRecord(done[1], down));
-        cudaCheck(cudaDeviceSynchronize());
-        for (int i = 0; i < 2; i++) {
-            cudaCheck(cudaEventElapsedTime(&ends[i][r], start, done[i]));
-            cudaCheck(cudaEventDestroy(done[i]));
-        }
-        cudaCheck(cudaEventDestroy(start));
+    const each_way *e = (const each_way *)setup;
+    size_t piece = e->pieces == 1 ? BYTES : BYTES / 2;
+    cudaCheck(cudaEventRecord(start, e->up));
+    cudaCheck(cudaStreamWaitEvent(e->down, start, 0));
+    if (e->delay_ms) {
+        spin<<<1, 1, 0, e->up>>>((unsigned long long)e->delay_ms * 1000000);
+        cudaCheck(cudaGetLastError());
     }
-    for (int i = 0; i < 2; i++)
-        ends_ms[i] = median(ends[i]);
+    for (int i = 0; i < e->pieces; i++) {
+        size_t at = (size_t)(i % 2) * piece;
+        cudaCheck(cudaMemcpyAsync((char *)e->dev_in + at, (char *)e->host_in + at, piece,
+                                  cudaMemcpyHostToDevice, e->up));
+        cudaCheck(cudaMemcpyAsync((char *)e->host_out + at, (char *)e->dev_out + at, piece,
+                                  cudaMemcpyDeviceToHost, e->down));
+    }
+    cudaCheck(cudaEventRecord(done[0], e->up));
+    cudaCheck(cudaEventRecord(done[1], e->down));
 }
 
 int main(void)
@@ -281,12 +287,16 @@ int main(void)
     cudaStream_t down_again;
     cudaCheck(cudaStreamCreateWithFlags(&down_again, cudaStreamNonBlocking));
     double past[3];
-    copy_past_waiting(host_out, host_in, dev_out, dev_in, up, down, down_again, past);
+    const past_waiting waiting = { host_out, host_in, dev_out, dev_in, up, down, down_again };
+    median_ends(queue_past_waiting, &waiting, 3, past);
     printf(", \"d2h_past_waiting_copy_ms\": [%.2f, %.2f, %.2f]", past[0], past[1], past[2]);
     double at_once[2], joining[2], many[2];
-    copies_each_way(host_in, host_out, dev_in, dev_out, 1, 0, up, down, at_once);
-    copies_each_way(host_in, host_out, dev_in, dev_out, 1, 2, up, down, joining);
-    copies_each_way(host_in, host_out, dev_in, dev_out, SUSTAINED_PIECES, 0, up, down, many);
+    const each_way pair = { host_in, host_out, dev_in, dev_out, 1, 0, up, down };
+    const each_way joined = { host_in, host_out, dev_in, dev_out, 1, 2, up, down };
+    const each_way sustained = { host_in, host_out, dev_in, dev_out, SUSTAINED_PIECES, 0, up, down };
+    median_ends(queue_each_way, &pair, 2, at_once);
+    median_ends(queue_each_way, &joined, 2, joining);
+    median_ends(queue_each_way, &sustained, 2, many);
     double many_ms = many[0] > many[1] ? many[0] : many[1];
     printf(", \"bidirectional_ends_ms\": [%.2f, %.2f], \"bidirectional_staggered_ms\": [%.2f, %.2f], "
            "\"bidirectional_sustained_gbps\": %.1f", at_once[0], at_once[1], joining[0], joining[1],
