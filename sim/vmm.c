@@ -124,6 +124,32 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 
 /* ---- reservations ---- */
 
+/* Without a hint the H100's driver (580.159.04) placed a process's VMM reservations low, from
+ * 0x302000000 (12 GiB + 32 MiB) up, apart from where cuMemAlloc's memory lies (0x7f0b...:
+ * measured, liblms's trace of cifar10_full, 2026-11-27). There an address's upper 32 bits are
+ * a small number, so that two adjacent 32-bit integers in a kernel's parameters (a count and a
+ * channel number, a divider's magic and shift) read as a 64-bit word can fall inside an
+ * allocation. Reservations here are placed the same way, one after another, and where that
+ * range is taken (a sanitizer's shadow memory) wherever mmap puts them. */
+#define LOW_RESERVATIONS_START ((uintptr_t)0x302000000)
+static uintptr_t next_low_reservation = LOW_RESERVATIONS_START;
+
+static char *mmap_low(size_t span)
+{
+    pthread_mutex_lock(&cd.lock);
+    uintptr_t at = next_low_reservation;
+    char *raw = mmap((void *)at, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+                     -1, 0);
+    if (raw != MAP_FAILED && (uintptr_t)raw != at) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+        munmap(raw, span);
+        raw = MAP_FAILED;
+    }
+    if (raw != MAP_FAILED)
+        next_low_reservation = at + span;
+    pthread_mutex_unlock(&cd.lock);
+    return raw;
+}
+
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags)
 {
@@ -137,8 +163,9 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* Over-reserve, then trim to the alignment; addr is a hint, as on the real driver. */
     size_t span = size + alignment;
-    char *raw = mmap((void *)(uintptr_t)addr, span, PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *raw = addr ? MAP_FAILED : mmap_low(span);
+    if (raw == MAP_FAILED)
+        raw = mmap((void *)(uintptr_t)addr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uintptr_t base = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
