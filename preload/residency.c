@@ -90,6 +90,7 @@ static struct {
     plain_entry *own_vmm;
     _Atomic uint64_t step;
     _Atomic uint64_t oom_dumped_ns;  /* when the last out-of-memory dump was written; 0: never */
+    size_t reserved_offset[LMS_MAX_DEVICES]; /* where the next range goes in the device's window */
 } R = { .table_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The device locks the calling thread holds, a bit per device. */
@@ -1018,6 +1019,31 @@ static CUresult add_piece(int d, lms_span *span, size_t offset, size_t bytes)
     return CUDA_SUCCESS;
 }
 
+/* Why liblms chooses where its ranges lie. It finds the allocations a launch uses by reading
+ * every 64-bit word of its parameters, and a word made of two adjacent 32-bit integers (a count
+ * and a channel number; a divider's magic and shift) reads as an address when its upper half
+ * is a small number. Without a hint the H100's driver reserved from 0x302000000 up, where the
+ * upper half is 3 to 9: there cuDNN's and the trainer's kernels named allocations they never
+ * touch, and liblms made each of them resident for the call. So each device asks for a window
+ * of its own where the upper half is 0x6a5d and more: an odd number, far from the integers
+ * kernels take. A driver that cannot place a range there is asked for one anywhere. */
+#define RESERVATION_BASE ((CUdeviceptr)0x6a5d00000000)
+#define RESERVATION_WINDOW ((size_t)1 << 38) /* per device: 256 GiB, reused from its start */
+
+static CUresult reserve_range(int d, CUdeviceptr *base, size_t bytes)
+{
+    lms_device *ds = &R.dev[d];
+    if (R.reserved_offset[d] + bytes > RESERVATION_WINDOW)
+        R.reserved_offset[d] = 0;
+    CUdeviceptr hint = RESERVATION_BASE + (CUdeviceptr)d * RESERVATION_WINDOW + R.reserved_offset[d];
+    CUresult r = lms_real.cuMemAddressReserve(base, bytes, ds->granularity, hint, 0);
+    if (r != CUDA_SUCCESS)
+        r = lms_real.cuMemAddressReserve(base, bytes, ds->granularity, 0, 0);
+    if (r == CUDA_SUCCESS)
+        R.reserved_offset[d] += bytes;
+    return r;
+}
+
 /* A new swappable allocation: an address range of its own, and its pieces (one unless
  * LMS_PIECE_MB splits it), each resident or, where there is no room, in host memory. */
 static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
@@ -1034,7 +1060,7 @@ static CUresult alloc_swappable(int d, CUdeviceptr *dptr, size_t bytes)
     if (!span)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *span = (lms_span){ .size = bytes, .reserved = padded };
-    CUresult r = lms_real.cuMemAddressReserve(&span->base, padded, ds->granularity, 0, 0);
+    CUresult r = reserve_range(d, &span->base, padded);
     if (r != CUDA_SUCCESS) {
         free(span);
         return r == CUDA_ERROR_OUT_OF_MEMORY ? out_of_memory(d, padded) : r;
