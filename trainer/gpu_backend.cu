@@ -271,13 +271,32 @@ template <typename Perf> static int pick(const Perf *perf, int count)
     return -1;
 }
 
+/* Says why none of cuDNN's candidates for a pass was picked: each one's status, workspace and
+ * determinism, which the workspace limit and --deterministic are weighed against. */
+template <typename Perf>
+static void explain_refusal(const Perf *perf, int count, const Layer *l, const char *pass, char *err, size_t errlen)
+{
+    int n = snprintf(err, errlen, "layer %s: %s: no cuDNN algorithm fits the %zu-byte workspace limit%s; cuDNN's "
+                     "candidates:", l->name, pass, gpu.opt.workspace_limit,
+                     gpu.opt.deterministic ? " and is deterministic" : "");
+    for (int i = 0; i < count && n > 0 && (size_t)n < errlen; i++)
+        n += snprintf(err + n, errlen - (size_t)n, " algo %d (%s, %zu bytes, %s)", (int)perf[i].algo,
+                      cudnnGetErrorString(perf[i].status), perf[i].memory,
+                      perf[i].determinism == CUDNN_DETERMINISTIC ? "deterministic" : "not deterministic");
+    if (count == 0) snprintf(err + n, errlen - (size_t)n, " none");
+}
+
 /* Gives the pass the chosen algorithm with the math it was measured with (strict fp32 keeps
  * FMA math), and raises *need to its workspace. */
 template <typename Perf, typename Algo>
-static int choose(const Perf *perf, int count, Algo *algo, cudnnConvolutionDescriptor_t desc, size_t *need)
+static int choose(const Perf *perf, int count, Algo *algo, cudnnConvolutionDescriptor_t desc, size_t *need,
+                  const Layer *l, const char *pass, char *err, size_t errlen)
 {
     int i = pick(perf, count);
-    if (i < 0) return -1;
+    if (i < 0) {
+        explain_refusal(perf, count, l, pass, err, errlen);
+        return -1;
+    }
     *algo = perf[i].algo;
     if (!gpu.opt.strict_fp32) cudnnCheck(cudnnSetConvolutionMathType(desc, perf[i].mathType));
     if (perf[i].memory > *need) *need = perf[i].memory;
@@ -302,7 +321,7 @@ static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, c
             cudnnCheck(cudnnFindConvolutionForwardAlgorithmEx(gpu.cudnn, c->in, b->in, s->filter, w, c->fwd_desc,
                                                               c->out, b->out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
                                                               perf, search, search_size));
-        failed |= choose(perf, n, &c->fwd, c->fwd_desc, need);
+        failed = choose(perf, n, &c->fwd, c->fwd_desc, need, l, "forward", err, errlen);
     }
     if (s->need_bwd_data) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -314,7 +333,7 @@ static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, c
             cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithmEx(
                 gpu.cudnn, s->filter, w, c->out, b->dout, c->bwd_data_desc, c->in, b->din,
                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, search, search_size));
-        failed |= choose(perf, n, &c->bwd_data, c->bwd_data_desc, need);
+        failed = failed || choose(perf, n, &c->bwd_data, c->bwd_data_desc, need, l, "backward data", err, errlen);
     }
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     if (gpu.opt.deterministic)
@@ -325,11 +344,8 @@ static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, c
         cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithmEx(
             gpu.cudnn, c->in, b->in, c->out, b->dout, c->bwd_filter_desc, s->filter, b->dw,
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, search, search_size));
-    failed |= choose(perf, n, &c->bwd_filter, c->bwd_filter_desc, need);
-    if (failed)
-        snprintf(err, errlen, "layer %s: no cuDNN algorithm fits the %zu-byte workspace limit%s", l->name,
-                 gpu.opt.workspace_limit, gpu.opt.deterministic ? " and is deterministic" : "");
-    return failed ? -1 : 0;
+    return failed || choose(perf, n, &c->bwd_filter, c->bwd_filter_desc, need, l, "backward filter", err, errlen)
+               ? -1 : 0;
 }
 
 /* The search workspace: as much of the limit as the device has left (the net is allocated),
