@@ -22,7 +22,7 @@ def not_built(text):
     return sum(1 for line in text.splitlines() if line.startswith("=== ") and "not built" in line)
 
 
-plan(11)
+plan(12)
 tmp = scratch()
 code, _, err = run([SCRIPT, os.path.join(tmp, "out")])
 ok(code == 2 and "usage" in err, "no times: exit 2 and the usage", err)
@@ -53,7 +53,9 @@ os.makedirs(os.path.join(fake, "tests"))
 os.makedirs(os.path.join(fake, "trainer"))
 trainer = os.path.join(fake, "trainer", "lms-trainer")
 with open(trainer, "w") as f:
-    f.write('#!/bin/sh\necho "trace=$LMS_TRACE exclude=$LMS_EXCLUDE_MB policy=$LMS_POLICY uses=$LMS_TRACE_USES args=$*"\n')
+    f.write('#!/bin/sh\necho "trace=$LMS_TRACE exclude=$LMS_EXCLUDE_MB policy=$LMS_POLICY uses=$LMS_TRACE_USES args=$*"\n'
+            # What its parent (timeout) was given: liblms preloaded there too opens the trace first.
+            'echo "parent=$(tr "\\0" "\\n" < /proc/$PPID/environ | grep -c ^LD_PRELOAD=)"\n')
 os.chmod(trainer, 0o755)
 alone = os.path.join(fake, "trainer", "bench-cifar10")
 with open(alone, "w") as f:
@@ -70,6 +72,8 @@ ok(code == 0 and f"trace={os.path.join(out, 'trace.json')} exclude=72887 policy=
    and "--model cifar10_full --batch 14924 --iters 26 --warmup 20" in traced,
    "the traced run is the first cifar10_full row's, under the same cap and settings, its trace in OUTDIR",
    traced + err)
+ok("parent=0" in traced, "liblms is preloaded into the trainer alone, not into the timeout that runs it "
+   "(on the H100 timeout's liblms opened the trace file first, and the trainer's refused to overwrite it)", traced)
 ok("=== traced cifar10_full at batch 14924: exit 0" in said, "the summary gives its exit status", said)
 ok("batches=14924 16383 16384 flags= iterations=30" in said
    and "batches=16384 flags=--workspace-limit 4096 iterations=30" in said and "=== the trainer alone: exit 0" in said,

@@ -85,9 +85,10 @@ if [ -n "$traced" ] && [ "$limit" -ge 60 ]; then
     batch=$1 exclude=$2
     shift 2
     work=$(mktemp -d)
-    (cd "$work" && env "$@" LD_PRELOAD="$build/preload/liblms.so" LMS_EXCLUDE_MB="$exclude" \
-        LMS_STATS=json LMS_LOG_LEVEL=1 LMS_TRACE="$out/trace.json" \
-        LMS_TRACE_USES=1 LMS_TRACE_MAX_MB=15 timeout -k 5 $((limit - 5)) "$build/trainer/lms-trainer" train \
+    # timeout outside env: liblms preloaded into timeout too would open the trace file first.
+    (cd "$work" && timeout -k 5 $((limit - 5)) env "$@" LD_PRELOAD="$build/preload/liblms.so" \
+        LMS_EXCLUDE_MB="$exclude" LMS_STATS=json LMS_LOG_LEVEL=1 LMS_TRACE="$out/trace.json" \
+        LMS_TRACE_USES=1 LMS_TRACE_MAX_MB=15 "$build/trainer/lms-trainer" train \
         --model cifar10_full --batch "$batch" --iters 26 --warmup 20 --display 1 --test-interval 0 \
         --snapshot-prefix "$work/snap") >"$out/trace.log" 2>&1
     echo "=== traced cifar10_full at batch $batch: exit $?" >>"$out/trace.log"
