@@ -4,7 +4,8 @@
 # digit and ends with its snapshot byte for byte, without liblms, and under liblms with its
 # cache at 1/2, 1/4, 1/8 and 1/12 of the run's peak demand, and without host VMM at the
 # smallest cache that holds the run's largest single call, swapping both ways. A run resumed
-# from a snapshot repeats an uninterrupted one; 10^4 launches at 4x oversubscription leave no
+# from a snapshot repeats an uninterrupted one; the convolutions share a workspace, as cuDNN's on
+# a GPU; 10^4 launches at 4x oversubscription leave no
 # unsupported call (nor a leak under ASan); test, time and info work; another libcuda.so.1
 # loaded before the trainer starts is refused.
 set -u
@@ -165,6 +166,30 @@ grep -q "plan: kept" swap.log
 report $? "and liblms timed the candidate plans: $(sed -n 's/.*plan: \(kept [^(]*\).*/\1/p' swap.log)"
 grep -q "policy: learned an iteration of [0-9]* steps" swap.log && grep -q '"iterations_learned":1,' swap.log
 report $? "having learned the iteration once: $(sed -n 's/.*policy: \(learned [^:]*\)$/\1/p' swap.log)"
+
+# The convolutions' workspace, kept as the GPU backend's cuDNN keeps one (half the largest
+# convolution output: conv1's 28x32x32x32 floats; at most --workspace-limit), which each of
+# their launches passes: the peak demand under liblms is larger by it, and liblms sees all six
+# convolution passes of cifar10_full's iteration use it.
+workspace_peak() {
+    rm -f ws.json
+    env LD_PRELOAD="$runtime $liblms" LMS_STATS=json LMS_TRACE=ws.json LMS_TRACE_USES=1 LMS_TRACE_STACK_DEPTH=0 \
+        "$trainer" train --model cifar10_full --batch 28 --iters 1 --display 1 --test-interval 0 --sim \
+        --snapshot-prefix ws "$@" 2>ws.log
+    lms_stat peak_demanded ws.log
+}
+without=$(workspace_peak --workspace-limit 0)
+with=$(workspace_peak)
+passes=$(python3 - ws.json <<'EOF'
+import json, sys
+events = json.load(open(sys.argv[1]))
+workspace = [e["args"]["addr"] for e in events if e["name"] == "alloc" and e["args"]["bytes"] == 1835008]
+print(sum(1 for e in events if e.get("cat") == "launch" and workspace and workspace[0] in e["args"].get("uses", [])))
+EOF
+)
+grep -q "convolution workspace: 1835008 bytes" ws.log && [ $((${with:-0} - ${without:-0})) -eq 1835008 ] &&
+    [ "${passes:-0}" -eq 6 ]
+report $? "the simulated backend keeps a convolution workspace ($((${with:-0} - ${without:-0})) bytes of peak demand), used by ${passes:-?} of 6 convolution passes"
 
 # Snapshots on the simulated GPU under lms-run --sim, swapping, with a test phase: the
 # resumed run repeats the uninterrupted one and ends with the same snapshot. The cache has a

@@ -92,9 +92,9 @@ static void check_conv_cost(void)
     memcpy(args.shape[SIM_SLOT_B], (int[5]){1, 6, 1, 1, 1}, sizeof args.shape[0]);
     args.p.conv.out = 6;
     args.p.conv.group = 2;
-    CUdeviceptr pointers[SIM_MAX_ROLES] = {1, 2, 3, 4, 5, 6};
+    CUdeviceptr pointers[SIM_MAX_ROLES] = {1, 2, 3, 4, 5};
     void *params[1 + SIM_MAX_ROLES];
-    sim_launch launch = layer_launch(&args, pointers, params, 4); /* X_DATA, W_DATA, B_DATA, Y_DATA */
+    sim_launch launch = layer_launch(&args, pointers, params, 5); /* X_DATA, W_DATA, B_DATA, Y_DATA, WS_DATA */
     sim_kernel_cost cost;
     kernel("conv_forward")->cost(&launch, &cost);
     double flops = 2.0 * 2 * 6 * (4 / 2) * 3 * 3 * 8 * 8; /* 2 N K (C / group) R S P Q */
@@ -106,12 +106,16 @@ static void check_conv_cost(void)
     ok(cost.written[1] == 0 && cost.written[2] == 0 && cost.written[3] == 0 && cost.written[4] == 768 * 4,
        "conv_forward: it writes y alone (%g %g %g %g)", cost.written[1], cost.written[2], cost.written[3],
        cost.written[4]);
+    ok(cost.bytes[5] == 0 && cost.written[5] == 0,
+       "conv_forward: nothing priced through the workspace (cuDNN's use of it is in the fitted efficiency)");
 
     pointers[4] = pointers[5] = 0; /* X_DIFF, W_DATA: the bottom takes no gradient */
-    launch = layer_launch(&args, pointers, params, 6);
+    pointers[6] = 7;                /* WS_DATA */
+    launch = layer_launch(&args, pointers, params, 7);
     kernel("conv_backward")->cost(&launch, &cost);
-    ok(cost.flops == 2 * flops && cost.bytes[5] == 0 && cost.bytes[6] == 0 && cost.bytes[2] == 768 * 4,
-       "conv_backward: twice the flops; nothing through the NULL pointers");
+    ok(cost.flops == 2 * flops && cost.bytes[5] == 0 && cost.bytes[6] == 0 && cost.bytes[7] == 0 &&
+           cost.bytes[2] == 768 * 4,
+       "conv_backward: twice the flops; nothing through the NULL pointers nor the workspace");
     ok(cost.written[1] == 0 && cost.written[2] == 0 && cost.written[3] == 108 * 4 && cost.written[4] == 6 * 4,
        "conv_backward: it writes the weights' and the bias's gradients, reads x and y's gradient");
 }
@@ -151,7 +155,7 @@ int main(void)
     void *object = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!object) bail_out("cannot open %s: %s", path, dlerror());
     if (!(table = dlsym(object, SIM_MODULE_SYMBOL))) bail_out("%s exports no %s", path, SIM_MODULE_SYMBOL);
-    plan(13);
+    plan(14);
     check_table();
     check_coverage();
     check_relu_runs();

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
         return ranks_finish(2);
     }
     const Backend *be = cfg.cpu ? &cpu_backend
-                      : cfg.sim ? sim_backend_open(argv, device, err, sizeof err)
+                      : cfg.sim ? sim_backend_open(argv, device, cfg.gpu_options.workspace_limit, err, sizeof err)
                                 : gpu_backend_open(device, &cfg.gpu_options, err, sizeof err);
     if (!be) {
         fprintf(stderr, "lms-trainer: error: %s%s\n", err, cfg.sim ? "" : " (use --cpu to run on the CPU)");

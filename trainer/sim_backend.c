@@ -1,6 +1,7 @@
 /* The simulated-GPU backend (see sim_backend.h). Everything runs on one stream; the host
  * waits only for copies from host memory, downloads and the clock. */
 #include "trainer/sim_backend.h"
+#include "trainer/log.h"
 #include "trainer/net.h"
 #include "trainer/sim_driver.h"
 #include "trainer/sim_kernel_table.h"
@@ -15,6 +16,8 @@ static struct {
     CUevent mark[2]; /* the clock's last reading is mark[last] */
     int last;
     double seconds;
+    size_t workspace_limit;
+    Tensor workspace; /* the convolutions' (data only): see sim_setup */
 } sim;
 
 static CUdeviceptr device_pointer(const void *p)
@@ -98,6 +101,7 @@ static void launch_layer(Net *net, Layer *l, int backward)
         [SIM_SLOT_W] = &l->weight.t,
         [SIM_SLOT_B] = &l->bias.t,
         [SIM_SLOT_AUX] = &l->aux,
+        [SIM_SLOT_WS] = &sim.workspace,
     };
     SimLayerArgs args;
     memset(&args, 0, sizeof args);
@@ -169,6 +173,37 @@ static void sim_sgd(Param *p, float lr, float momentum, float decay)
     launch(sim.sgd, args.count, params);
 }
 
+/* The workspace the GPU backend's cuDNN keeps for the convolutions, which every one of them
+ * passes to its kernels, so that liblms must hold it beside their tensors. Its size is cuDNN's
+ * choice; the H100 kept 0.41-0.98 GB for cifar10_full at batch 14924-27136 (0.19-0.5 of the
+ * largest convolution's output) and 0.67-0.72 GB for unet3d at 208^3-240^3, under the 1 GiB
+ * limit. Here it is half the largest output, at most the limit: as large as any measured. */
+static int sim_setup(Net *net, char *err, size_t errlen)
+{
+    size_t largest = 0;
+    for (const Layer *l = net->layers; l < net->layers + net->nlayers; l++)
+        if (l->type == LAYER_CONV || l->type == LAYER_DECONV) {
+            size_t bytes = tensor_count(&net->tensors[l->top]) * sizeof(float);
+            if (bytes > largest) largest = bytes;
+        }
+    size_t bytes = largest / 2 < sim.workspace_limit ? largest / 2 : sim.workspace_limit;
+    log_info("convolution workspace: %zu bytes (as cuDNN's on a GPU: half the largest convolution output, "
+             "at most the %zu-byte limit)", bytes, sim.workspace_limit);
+    if (!bytes) return 0;
+    sim.workspace.data = alloc_bytes(bytes);
+    if (!sim.workspace.data) {
+        snprintf(err, errlen, "out of simulated GPU memory for the %zu-byte convolution workspace", bytes);
+        return -1;
+    }
+    return 0;
+}
+
+static void sim_close(void)
+{
+    if (sim.workspace.data) sim_release(sim.workspace.data);
+    sim.workspace.data = NULL;
+}
+
 static void sim_synchronize(void)
 {
     CU(driver.cuStreamSynchronize(sim.stream));
@@ -199,11 +234,13 @@ static const Backend sim_backend = {
     .upload_bytes = sim_upload_bytes,
     .release_bytes = sim_release_bytes,
     .gather = sim_gather,
+    .setup = sim_setup,
     .forward = sim_forward,
     .backward = sim_backward,
     .sgd_update = sim_sgd,
     .synchronize = sim_synchronize,
     .seconds = sim_seconds,
+    .close = sim_close,
 };
 
 int sim_backend_prepare(char **argv, char *err, size_t errlen)
@@ -211,8 +248,9 @@ int sim_backend_prepare(char **argv, char *err, size_t errlen)
     return sim_driver_prepare(argv, err, errlen);
 }
 
-const Backend *sim_backend_open(char **argv, int device, char *err, size_t errlen)
+const Backend *sim_backend_open(char **argv, int device, size_t workspace_limit, char *err, size_t errlen)
 {
+    sim.workspace_limit = workspace_limit;
     char module_path[4096];
     if (sim_driver_prepare(argv, err, errlen) || sim_driver_open(err, errlen) ||
         sim_driver_module_path(module_path, sizeof module_path, err, errlen))

@@ -16,10 +16,11 @@
 #include <stdint.h>
 #include "trainer/layer.h"
 
-/* The tensors a layer kernel may see: bottom, second bottom, top, weights, bias and the
- * layer's private buffer (layer.h's aux: max pooling's argmax, LRN's scale, the softmax). A
- * role is a slot's data or diff. */
-enum { SIM_SLOT_X, SIM_SLOT_X2, SIM_SLOT_Y, SIM_SLOT_W, SIM_SLOT_B, SIM_SLOT_AUX, SIM_SLOTS };
+/* The tensors a layer kernel may see: bottom, second bottom, top, weights, bias, the
+ * layer's private buffer (layer.h's aux: max pooling's argmax, LRN's scale, the softmax) and
+ * the convolutions' workspace, one the backend keeps for them all as the GPU backend keeps
+ * cuDNN's (no shape: the kernels here need none of it). A role is a slot's data or diff. */
+enum { SIM_SLOT_X, SIM_SLOT_X2, SIM_SLOT_Y, SIM_SLOT_W, SIM_SLOT_B, SIM_SLOT_AUX, SIM_SLOT_WS, SIM_SLOTS };
 #define SIM_DATA(slot) (2 * (slot))
 #define SIM_DIFF(slot) (2 * (slot) + 1)
 #define SIM_ROLE_SLOT(role) (((role) & SIM_ROLE_MASK) / 2)
@@ -41,18 +42,19 @@ enum { SIM_SLOT_X, SIM_SLOT_X2, SIM_SLOT_Y, SIM_SLOT_W, SIM_SLOT_B, SIM_SLOT_AUX
 #define B_DIFF SIM_DIFF(SIM_SLOT_B)
 #define AUX_DATA SIM_DATA(SIM_SLOT_AUX)
 #define AUX_DIFF SIM_DIFF(SIM_SLOT_AUX) /* the Dice loss's per-class sums (2 per class) */
+#define WS_DATA SIM_DATA(SIM_SLOT_WS)
 
 #define SIM_ANY_METHOD (-1)
 
 /* K(name, layer type, backward, pooling method or SIM_ANY_METHOD, pointer roles...): what
  * each pass of each layer reads and writes, as the reference layers of cpu_layers.h do. */
 #define SIM_LAYER_KERNELS(K)                                                                           \
-    K(conv_forward, LAYER_CONV, 0, SIM_ANY_METHOD, X_DATA, W_DATA, B_DATA, Y_DATA)                     \
+    K(conv_forward, LAYER_CONV, 0, SIM_ANY_METHOD, X_DATA, W_DATA, B_DATA, Y_DATA, WS_DATA)            \
     K(conv_backward, LAYER_CONV, 1, SIM_ANY_METHOD, X_DATA, Y_DIFF, W_DIFF, B_DIFF, X_DIFF,            \
-      W_DATA | SIM_IF_X_DIFF)                                                                          \
-    K(deconv_forward, LAYER_DECONV, 0, SIM_ANY_METHOD, X_DATA, W_DATA, B_DATA, Y_DATA)                 \
+      W_DATA | SIM_IF_X_DIFF, WS_DATA)                                                                 \
+    K(deconv_forward, LAYER_DECONV, 0, SIM_ANY_METHOD, X_DATA, W_DATA, B_DATA, Y_DATA, WS_DATA)        \
     K(deconv_backward, LAYER_DECONV, 1, SIM_ANY_METHOD, X_DATA, Y_DIFF, W_DIFF, B_DIFF, X_DIFF,        \
-      W_DATA | SIM_IF_X_DIFF)                                                                          \
+      W_DATA | SIM_IF_X_DIFF, WS_DATA)                                                                 \
     K(max_pool_forward, LAYER_POOL, 0, POOL_MAX, X_DATA, AUX_DATA, Y_DATA)                             \
     K(max_pool_backward, LAYER_POOL, 1, POOL_MAX, Y_DIFF, AUX_DATA, X_DIFF)                            \
     K(ave_pool_forward, LAYER_POOL, 0, POOL_AVE, X_DATA, Y_DATA)                                       \
@@ -74,7 +76,7 @@ enum { SIM_SLOT_X, SIM_SLOT_X2, SIM_SLOT_Y, SIM_SLOT_W, SIM_SLOT_B, SIM_SLOT_AUX
       Y_DATA)                                                                                          \
     K(dice_loss_backward, LAYER_DICE_LOSS, 1, SIM_ANY_METHOD, AUX_DATA, AUX_DIFF, X2_DATA, X_DIFF)
 
-#define SIM_MAX_ROLES 6
+#define SIM_MAX_ROLES 7
 #define SIM_COUNT_ROLES(...) (sizeof((int[]){__VA_ARGS__}) / sizeof(int))
 
 typedef struct SimKernelSpec {

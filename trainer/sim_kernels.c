@@ -99,8 +99,9 @@ static void cost_layer(const sim_launch *launch, sim_kernel_cost *cost, const Si
                                 k->type == LAYER_LRN);
     cost->flops = forward_flops(k->type, a) * (twice ? 2 : 1);
     for (int i = 0; i < k->nroles; i++) {
-        if (!pointer_param(launch, 1 + i)) continue;
         int role = k->roles[i] & SIM_ROLE_MASK;
+        /* cuDNN's traffic through its workspace is in the efficiency the kernels are fitted with. */
+        if (!pointer_param(launch, 1 + i) || role == WS_DATA) continue;
         double values = role == AUX_DIFF ? 2.0 * a->shape[SIM_SLOT_AUX][1]
                                          : shape_count(a->shape[SIM_ROLE_SLOT(role)]);
         cost->bytes[1 + i] = values * sizeof(float);
@@ -157,7 +158,7 @@ static void sgd_cost(const sim_launch *launch, sim_kernel_cost *cost)
 }
 
 #define P sizeof(CUdeviceptr)
-static const size_t layer_params[1 + SIM_MAX_ROLES] = {sizeof(SimLayerArgs), P, P, P, P, P, P};
+static const size_t layer_params[1 + SIM_MAX_ROLES] = {sizeof(SimLayerArgs), P, P, P, P, P, P, P};
 static const size_t gather_params[] = {sizeof(SimGatherArgs), P, P};
 static const size_t sgd_params[] = {sizeof(SimSgdArgs), P, P, P};
 #undef P
