@@ -1693,6 +1693,11 @@ static int time_call_begin(const lms_call *call)
     return -1;
 }
 
+/* Changes of the iteration said at level 1 before only new lengths are: cuDNN's algorithm search
+ * times each algorithm a few times, and on the H100 liblms learned its 5 steps, departed from
+ * them and learned them again about a hundred times before the trainer's first iteration. */
+#define CHANGES_TOLD 8
+
 /* Says when device d's policy learns the program's iteration, and when a step departs from it:
  * a run that keeps relearning swaps by least recent use meanwhile, and its plans are timed anew. */
 static void note_period(int d)
@@ -1701,12 +1706,19 @@ static void note_period(int d)
     uint64_t period = lms_policy_period(ds->policy);
     if (period == ds->period)
         return;
+    int told = ++ds->period_changes <= CHANGES_TOLD || (period && period != ds->period_told);
+    if (ds->period_changes == CHANGES_TOLD + 1)
+        lms_log(LMS_LOG_INFO, d, "policy: the iteration keeps changing: from here on level 1 says only an "
+                "iteration of a new length, LMS_LOG_LEVEL=2 every change");
     if (period) {
         lms_stats_learned();
-        lms_log(LMS_LOG_INFO, d, "policy: learned an iteration of %llu steps", (unsigned long long)period);
+        lms_log(told ? LMS_LOG_INFO : LMS_LOG_ALLOC, d, "policy: learned an iteration of %llu steps",
+                (unsigned long long)period);
+        if (told)
+            ds->period_told = period;
     } else {
-        lms_log(LMS_LOG_INFO, d, "policy: a step departed from the iteration of %llu steps: least recently "
-                "used until it is learned again", (unsigned long long)ds->period);
+        lms_log(told ? LMS_LOG_INFO : LMS_LOG_ALLOC, d, "policy: a step departed from the iteration of %llu steps: "
+                "least recently used until it is learned again", (unsigned long long)ds->period);
     }
     ds->period = period;
 }

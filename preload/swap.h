@@ -112,6 +112,8 @@ typedef struct lms_device {
     lms_uses unscanned;     /* launches that may use any allocation (their parameters unread) */
     lms_policy *policy;     /* what to evict, and what to bring back ahead of need */
     uint64_t period;        /* the length of the iteration it knew at the last call, 0: none */
+    uint64_t period_told;   /* the last length the log said at level 1 */
+    unsigned period_changes; /* how often period has changed */
     size_t demanded;        /* bytes the program holds, resident or not */
     size_t live;            /* allocations the program holds */
     lms_block *pending;     /* freed, not yet released */

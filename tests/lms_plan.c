@@ -157,6 +157,43 @@ static int timed_plan(void)
 static int timed_plan_on(void) { timing_wanted = 1; return timed_plan(); }
 static int timed_plan_off(void) { timing_wanted = 0; return timed_plan(); }
 
+/* A loop that keeps changing, as cuDNN's algorithm search is to liblms (on the H100 an
+ * iteration of 5 steps, learned, departed from and learned again about a hundred times): the
+ * log at level 1 tells the first few changes and then that it keeps changing, not every one,
+ * and still a loop of a new length. */
+static int relearned_quietly(void)
+{
+    sim_set_kernel_cost(lms_test_add_kernel(), slow);
+    CU_OK(cuMemAlloc(&result, sizeof(int)));
+    for (int i = 0; i < BUFFERS; i++) {
+        model[i] = calloc(1, BYTES);
+        if (!model[i])
+            bail_out("out of host memory");
+        CU_OK(cuMemAlloc(&buf[i], BYTES));
+        CU_OK(cuMemcpyHtoD(buf[i], model[i], BYTES));
+    }
+    lms_test_stderr_begin();
+    for (int round = 0; round < 40; round++) {
+        for (int n = 0; n < 8 * BUFFERS; n++)
+            add(n % BUFFERS, 1);
+        add(round % BUFFERS, 2); /* a stray step: the loop departs */
+    }
+    for (int n = 0; n < 10 * (BUFFERS - 1); n++) /* a loop of another length is still said */
+        add(n % (BUFFERS - 1), 1);
+    const char *said = lms_test_stderr_end();
+    int changes = 0;
+    for (const char *at = said; (at = strstr(at, "] policy: ")); at++)
+        changes++;
+    int new_length = strstr(said, "policy: learned an iteration of 4 steps") != NULL;
+    if (changes > 10 || !strstr(said, "LMS_LOG_LEVEL=2") || !new_length)
+        fprintf(stderr, "%d lines of changes; liblms said: %.2000s\n", changes, said);
+    EXPECT(changes <= 10);
+    EXPECT(strstr(said, "LMS_LOG_LEVEL=2") != NULL);
+    EXPECT(new_length);
+    EXPECT(all_match());
+    return 0;
+}
+
 static int kept_without_ahead(void)
 {
     EXPECT(loop_then_waits(STREAM_SYNC) == 0);
@@ -177,6 +214,8 @@ int main(int argc, char **argv)
           evicted_during_pageable_copy, { NULL } },
         { "sync-copy-wait", "the same during a synchronous copy to the host", evicted_during_sync_copy,
           { NULL } },
+        { "relearned-quietly", "a loop that keeps changing is told at level 1 a few times, then that it keeps changing; a new length still is",
+          relearned_quietly, { "LMS_LOG_LEVEL=1", NULL } },
         { "no-ahead", "with LMS_PREFETCH=0 the program's waits change nothing",
           kept_without_ahead, { "LMS_PREFETCH=0", NULL } },
         { "timed-plan", "the loop's steps are timed on the device, each candidate plan runs, the "
