@@ -45,11 +45,28 @@ static void slow(const sim_launch *launch, sim_kernel_cost *cost)
     cost->flops = 1e10;
 }
 
-static void add(int i, int value)
+/* Adds value to the first `bytes` of buffer i, on the device and in its model. */
+static void add_to(int i, size_t bytes, int value)
 {
-    CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[i], BYTES, value));
-    for (size_t k = 0; k < BYTES; k++)
+    CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[i], bytes, value));
+    for (size_t k = 0; k < bytes; k++)
         model[i][k] = (unsigned char)(model[i][k] + value);
+}
+
+static void add(int i, int value) { add_to(i, BYTES, value); }
+
+/* The buffers, each written with its pattern, and the result's. */
+static void make_buffers(void)
+{
+    CU_OK(cuMemAlloc(&result, sizeof(int)));
+    for (int i = 0; i < BUFFERS; i++) {
+        model[i] = malloc(BYTES);
+        if (!model[i])
+            bail_out("out of host memory");
+        lms_test_pattern(model[i], BYTES, (unsigned)i);
+        CU_OK(cuMemAlloc(&buf[i], BYTES));
+        CU_OK(cuMemcpyHtoD(buf[i], model[i], BYTES));
+    }
 }
 
 /* The program's wait for the stream. */
@@ -82,15 +99,7 @@ static void wait(enum wait_kind how)
 static int loop_then_waits(enum wait_kind how)
 {
     sim_set_kernel_cost(lms_test_add_kernel(), slow);
-    CU_OK(cuMemAlloc(&result, sizeof(int)));
-    for (int i = 0; i < BUFFERS; i++) {
-        model[i] = malloc(BYTES);
-        if (!model[i])
-            bail_out("out of host memory");
-        lms_test_pattern(model[i], BYTES, (unsigned)i);
-        CU_OK(cuMemAlloc(&buf[i], BYTES));
-        CU_OK(cuMemcpyHtoD(buf[i], model[i], BYTES));
-    }
+    make_buffers();
     for (int n = 0; n < LOOPS * BUFFERS; n++)
         add(n % BUFFERS, 1 + n % 7);
     int finished = 0;
@@ -162,23 +171,11 @@ static int timed_plan_off(void) { timing_wanted = 0; return timed_plan(); }
  * log at level 1 tells the first few changes and then that it keeps changing, not every one,
  * and still a loop of a new length. The device holds every buffer, and the kernels add to a
  * buffer's first page only: the policy sees the same steps, and nothing needs to move. */
-static void touch_start(int i, int value)
-{
-    CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[i], 4096, value));
-    for (size_t k = 0; k < 4096; k++)
-        model[i][k] = (unsigned char)(model[i][k] + value);
-}
+static void touch_start(int i, int value) { add_to(i, 4096, value); }
 
 static int relearned_quietly(void)
 {
-    CU_OK(cuMemAlloc(&result, sizeof(int)));
-    for (int i = 0; i < BUFFERS; i++) {
-        model[i] = calloc(1, BYTES);
-        if (!model[i])
-            bail_out("out of host memory");
-        CU_OK(cuMemAlloc(&buf[i], BYTES));
-        CU_OK(cuMemcpyHtoD(buf[i], model[i], BYTES));
-    }
+    make_buffers();
     lms_test_stderr_begin();
     for (int round = 0; round < 12; round++) {
         for (int n = 0; n < 8 * BUFFERS; n++)
