@@ -1698,9 +1698,10 @@ static int time_call_begin(const lms_call *call)
  * them and learned them again about a hundred times before the trainer's first iteration. */
 #define CHANGES_TOLD 8
 
-/* Says when device d's policy learns the program's iteration, and when a step departs from it:
- * a run that keeps relearning swaps by least recent use meanwhile, and its plans are timed anew. */
-static void note_period(int d)
+/* Says when device d's policy learns the program's iteration, and when a step departs from it
+ * (naming the call `what` that did: the kernel, or memcpy, memset...): a run that keeps
+ * relearning swaps by least recent use meanwhile, and its plans are timed anew. */
+static void note_period(int d, const char *what)
 {
     lms_device *ds = &R.dev[d];
     uint64_t period = lms_policy_period(ds->policy);
@@ -1717,8 +1718,9 @@ static void note_period(int d)
         if (told)
             ds->period_told = period;
     } else {
-        lms_log(told ? LMS_LOG_INFO : LMS_LOG_ALLOC, d, "policy: a step departed from the iteration of %llu steps: "
-                "least recently used until it is learned again", (unsigned long long)ds->period);
+        lms_log(told ? LMS_LOG_INFO : LMS_LOG_ALLOC, d, "policy: a step departed from the iteration of %llu steps, "
+                "at a call of %.160s: least recently used until it is learned again", (unsigned long long)ds->period,
+                what ? what : "an unnamed kernel");
     }
     ds->period = period;
 }
@@ -1762,7 +1764,7 @@ CUresult lms_call_begin(lms_call *call)
     }
     for (size_t i = 0; i < call->held_count; i++)
         if (names_device(call, i))
-            note_period(call->held[i].alloc->device);
+            note_period(call->held[i].alloc->device, call->what);
     if (addrs && call->capturing)
         lms_graph_captured(call->stream, addrs, call->held_count, call->uses_any);
     else if (addrs)
