@@ -6,10 +6,13 @@
  * records one more iteration as it happens (iteration.h) and, from then on, knows when each
  * allocation is needed next. It evicts the resident allocation needed furthest in the future
  * (first those the iteration never uses, least recently used first) and names the evicted
- * ones needed soonest for prefetching. Each step is checked against the iteration: an
- * allocation it should not use, or fewer than it should, means the sequence changed (a test
- * phase, the last partial batch, another model), and the policy falls back to LRU until it
- * has learned the new one. The LRU policy it falls back to is told of everything all along.
+ * ones needed soonest for prefetching. Each step is checked against the iteration: one that
+ * uses fewer allocations than it should means the sequence changed (a test phase, the last
+ * partial batch, another model), and the policy falls back to LRU until it has learned the new
+ * one. A step that uses all it should and more is still the iteration's: liblms counts every
+ * pointer-sized word of a launch's parameters that names an allocation, and on the H100 cuDNN's
+ * split-K reduction sometimes carried its preceding kernel's input in a word it does not read
+ * (a stray use). The LRU policy it falls back to is told of everything all along.
  *
  * Its plan (plan.h) evicts each allocation right after its last use before Belady's choice
  * would. Once the caller has timed the iteration's steps on the device, it also tries plans
@@ -66,6 +69,7 @@ typedef struct lookahead {
     uint64_t step, record;
     lms_alloc_id *ids;
     size_t id_count, id_cap;
+    size_t strays;               /* of id_count, those the known iteration does not use there */
     uint64_t fingerprint;        /* the sum of its ids' hashes: any order gives the same */
     lms_period period;
     enum state state;
@@ -244,7 +248,7 @@ static void close_record(lookahead *lk)
     uint64_t confirmed = lms_period_feed(&lk->period, lms_mix64(lk->fingerprint + lk->id_count));
     switch (lk->state) {
     case KNOWN:
-        if (lk->id_count != lms_iteration_step_size(&lk->iteration, position(lk, lk->record)))
+        if (lk->id_count - lk->strays != lms_iteration_step_size(&lk->iteration, position(lk, lk->record)))
             forget_iteration(lk);
         return;
     case RECORDING:
@@ -262,8 +266,7 @@ static void close_record(lookahead *lk)
     }
 }
 
-/* Counts e in the step being told of. Returns 0 when the step departs from the known
- * iteration, or when memory for recording it is short. */
+/* Counts e in the step being told of. Returns 0 when memory for recording it is short. */
 static int count_use(lookahead *lk, entry *e)
 {
     e->counted = lk->record;
@@ -283,7 +286,7 @@ static int count_use(lookahead *lk, entry *e)
         int used_here = 0;
         if (e->uses)
             lms_iteration_until_next(&lk->iteration, e->uses, position(lk, lk->record), &used_here);
-        return used_here;
+        lk->strays += !used_here;
     }
     return 1;
 }
@@ -293,7 +296,7 @@ static int count_use(lookahead *lk, entry *e)
 static int predicting(const lookahead *lk)
 {
     return lk->state == KNOWN &&
-           lk->id_count == lms_iteration_step_size(&lk->iteration, position(lk, lk->record));
+           lk->id_count - lk->strays == lms_iteration_step_size(&lk->iteration, position(lk, lk->record));
 }
 
 /* ---- the policy ---- */
@@ -376,7 +379,7 @@ static void lookahead_used(lms_policy *policy, lms_alloc_id id, uint64_t step)
             close_record(lk);
         lk->step = step;
         lk->record++;
-        lk->id_count = 0;
+        lk->id_count = lk->strays = 0;
         lk->fingerprint = 0;
     }
     if (e->counted == lk->record)

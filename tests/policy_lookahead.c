@@ -674,6 +674,56 @@ static void test_sequence_change(void)
     free_schedule(&run);
 }
 
+/* A step that uses all it should and one allocation more: on the H100, cuDNN's split-K
+ * reduction after a weight-gradient kernel sometimes carried that kernel's input pointer in a
+ * parameter it does not read, and liblms (which reads every pointer-sized word) counted it a
+ * use. The loop is the same: the policy keeps it, and still predicts after such a step. A step
+ * that lacks an allocation it should use is a change of loop, as before. */
+static void test_stray_use(void)
+{
+    size_t layers = 6, bytes[3 + 5 * 6], total = 0;
+    schedule one = { 0 }, run = { 0 };
+    size_t ids = training_iteration(&one, layers, bytes), length = one.steps;
+    for (size_t id = 1; id <= ids; id++)
+        total += bytes[id];
+    size_t stray_step = layers + 2;  /* a backward step */
+    lms_alloc_id stray = 1 + layers;   /* the first input: used in that iteration's first step */
+    repeat(&run, &one, 0, length, 8);
+    for (size_t it = 0; it < 6; it++) {
+        repeat(&run, &one, 0, stray_step, 1);
+        lms_alloc_id with[8];
+        size_t n = one.first[stray_step + 1] - one.first[stray_step];
+        memcpy(with, one.ids + one.first[stray_step], n * sizeof *with);
+        with[n] = stray;
+        add_step(&run, with, it % 2 ? n + 1 : n);  /* every other iteration */
+        repeat(&run, &one, stray_step + 1, length, 1);
+    }
+    size_t strays_end = run.steps;
+    repeat(&run, &one, 0, stray_step, 1);
+    add_step(&run, one.ids + one.first[stray_step], one.first[stray_step + 1] - one.first[stray_step] - 1);
+    repeat(&run, &one, stray_step + 1, stray_step + 2, 1);  /* found out when the next step begins */
+    cache c;
+    cache_init(&c, "lookahead", &run, ids, total / 2);
+    cache_fill(&c, bytes, 1);
+    run_steps(&c, 0, 8 * length);
+    size_t predicts = 0, period_right = 0;
+    for (size_t t = 8 * length; t < strays_end; t++) {
+        run_step(&c, t);
+        predicts += lms_policy_predicts(c.policy) != 0;
+        period_right += lms_policy_period(c.policy) == length;
+    }
+    ok(predicts == strays_end - 8 * length && period_right == predicts,
+       "a step with one allocation more than the loop's keeps the loop: predicting after %zu of %zu steps, "
+       "its length known after %zu", predicts, strays_end - 8 * length, period_right);
+    run_steps(&c, strays_end, run.steps);
+    ok(lms_policy_period(c.policy) == 0 && !lms_policy_predicts(c.policy),
+       "a step with one allocation fewer departs from it");
+    ok(consistent(&c) && c.bad == 0, "no wrong victim throughout");
+    cache_free(&c);
+    free_schedule(&one);
+    free_schedule(&run);
+}
+
 /* Prefetched allocations that the program then does not use (its loop changed) or frees cost
  * nothing but the copy: the policy stays consistent and learns the new loop. */
 static void test_wrong_prefetch(void)
@@ -1248,12 +1298,13 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(50);
+    plan(53);
     test_names();
     test_lru_until_learned();
     test_cycle();
     test_random_oracle();
     test_sequence_change();
+    test_stray_use();
     test_wrong_prefetch();
     test_prefetch_no_harm();
     test_recorded();
