@@ -598,6 +598,12 @@ static int lookahead_plans(const lms_policy *policy)
     return predicting(lk) && lms_plan_applies(&lk->plan);
 }
 
+static int lookahead_at_iteration_start(const lms_policy *policy)
+{
+    const lookahead *lk = (const lookahead *)policy;
+    return predicting(lk) && position(lk, lk->record) == 0;
+}
+
 static int lookahead_predicts(const lms_policy *policy)
 {
     return ((const lookahead *)policy)->state == KNOWN;
@@ -621,6 +627,7 @@ const lms_policy_ops lms_policy_lookahead_ops = {
     .choose_victims = lookahead_choose_victims,
     .prefetch = lookahead_prefetch,
     .predicts = lookahead_predicts,
+    .at_iteration_start = lookahead_at_iteration_start,
     .period = lookahead_period,
     .evict_after_step = lookahead_evict_after_step,
     .steps_to_time = lookahead_steps_to_time,

@@ -52,6 +52,11 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
 
 int lms_policy_predicts(const lms_policy *policy) { return policy->ops->predicts(policy); }
 
+int lms_policy_at_iteration_start(const lms_policy *policy)
+{
+    return policy->ops->at_iteration_start ? policy->ops->at_iteration_start(policy) : 0;
+}
+
 uint64_t lms_policy_period(const lms_policy *policy)
 {
     return policy->ops->period ? policy->ops->period(policy) : 0;

@@ -52,6 +52,10 @@ size_t lms_policy_choose_victims(lms_policy *policy, size_t bytes,
  * iteration, until a step differs; lru never does. */
 int lms_policy_predicts(const lms_policy *policy);
 
+/* Whether the step told of last is the first of the iteration the policy knows, while it
+ * predicts (lru never knows one): where the caller counts one iteration's work as done. */
+int lms_policy_at_iteration_start(const lms_policy *policy);
+
 /* The length in steps of the iteration the policy knows, 0 while it knows none (lru never does):
  * it changes when the policy learns a sequence, and falls to 0 when a step departs from it. */
 uint64_t lms_policy_period(const lms_policy *policy);

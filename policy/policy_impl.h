@@ -19,6 +19,7 @@ typedef struct lms_policy_ops {
     size_t (*prefetch)(lms_policy *policy, uint64_t next_step, size_t room, size_t window,
                        lms_alloc_id *restore, size_t max);
     int (*predicts)(const lms_policy *policy);
+    int (*at_iteration_start)(const lms_policy *policy);
     uint64_t (*period)(const lms_policy *policy);
     int (*plans)(const lms_policy *policy);
     size_t (*evict_after_step)(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max);

@@ -499,7 +499,7 @@ static CUresult evict_begin(lms_block *a, const char *reason)
     ds->evicting_last = a;
     ds->evicting_bytes += a->padded;
     lms_policy_evicted(ds->policy, a->addr);
-    lms_stats_evicted(reason, a->size, lms_stats_now() - start);
+    lms_stats_evicted(a->device, reason, a->size, lms_stats_now() - start);
     lms_trace_evict(d, a->addr, a->padded, reason);
     log_figures(LMS_LOG_SWAP, d, "evict", a->addr, a->size);
     return CUDA_SUCCESS;
@@ -836,7 +836,7 @@ static CUresult restore(lms_block *a, int whole_write, room_mode mode, int *blin
     *blind = whole_write;
     lms_policy_restored(ds->policy, a->addr);
     uint64_t end = lms_stats_now();
-    lms_stats_restored(whole_write ? 0 : a->size, end - start);
+    lms_stats_restored(a->device, whole_write ? 0 : a->size, end - start);
     if (!whole_write)
         lms_trace_swap(d, a->addr, a->size, LMS_SWAP_IN, start, end, (uint64_t)(uintptr_t)ds->copy_in);
     trace_counters(d);
@@ -1423,7 +1423,7 @@ static CUresult use_on_host(lms_held *h)
     CUresult r = a->host_mapped ? CUDA_SUCCESS : lms_swap_map_host(a);
     if (r == CUDA_SUCCESS) {
         h->on_host = 1;
-        lms_stats_on_host(a->size);
+        lms_stats_on_host(a->device, a->size);
     }
     return r;
 }
@@ -1700,13 +1700,17 @@ static int time_call_begin(const lms_call *call)
 
 /* Says when device d's policy learns the program's iteration, and when a step departs from it
  * (naming the call `what` that did: the kernel, or memcpy, memset...): a run that keeps
- * relearning swaps by least recent use meanwhile, and its plans are timed anew. */
+ * relearning swaps by least recent use meanwhile, and its plans are timed anew. The statistics
+ * count what each learned iteration moves, from one start of it to the next. */
 static void note_period(int d, const char *what)
 {
     lms_device *ds = &R.dev[d];
+    if (lms_policy_at_iteration_start(ds->policy))
+        lms_stats_iteration_begins(d);
     uint64_t period = lms_policy_period(ds->policy);
     if (period == ds->period)
         return;
+    lms_stats_iteration_lost(d);
     int told = ++ds->period_changes <= CHANGES_TOLD || (period && period != ds->period_told);
     if (ds->period_changes == CHANGES_TOLD + 1)
         lms_log(LMS_LOG_INFO, d, "policy: the iteration keeps changing: from here on level 1 says only an "

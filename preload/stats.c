@@ -30,6 +30,10 @@ static struct {
     _Atomic uint64_t ns_out, ns_in, stalls, stall_ns;
     _Atomic uint64_t taken_back, unscanned, learned, on_host_uses, on_host_bytes;
     _Atomic size_t peak_host;
+    /* Per device: bytes moved in all, where the iteration under way began (0: none counted),
+     * and the last iterations' bytes, the latest at iterations % LMS_STATS_ITERATIONS_KEPT. */
+    _Atomic uint64_t moved[LMS_MAX_DEVICES], iteration_from[LMS_MAX_DEVICES], iterations[LMS_MAX_DEVICES];
+    _Atomic uint64_t iteration_moved[LMS_MAX_DEVICES][LMS_STATS_ITERATIONS_KEPT];
 } S;
 
 static void raise_to(_Atomic size_t *peak, size_t value)
@@ -60,30 +64,44 @@ void lms_stats_host(size_t host_bytes)
     raise_to(&S.peak_host, host_bytes);
 }
 
-void lms_stats_evicted(const char *reason, size_t bytes, uint64_t ns)
+void lms_stats_evicted(int device, const char *reason, size_t bytes, uint64_t ns)
 {
     for (size_t i = 0; i < REASONS; i++)
         if (strcmp(reason, reasons[i]) == 0)
             S.evictions[i]++;
     S.bytes_out += bytes;
     S.ns_out += ns;
+    S.moved[device] += bytes;
 }
 
-void lms_stats_restored(size_t bytes_copied, uint64_t ns)
+void lms_stats_restored(int device, size_t bytes_copied, uint64_t ns)
 {
     S.restores++;
     S.bytes_in += bytes_copied;
     S.ns_in += ns;
+    S.moved[device] += bytes_copied;
 }
+
+/* Counted from 1 so that 0 says no iteration is under way; called under the device's lock. */
+void lms_stats_iteration_begins(int device)
+{
+    uint64_t now = S.moved[device] + 1, from = S.iteration_from[device];
+    if (from)
+        S.iteration_moved[device][S.iterations[device]++ % LMS_STATS_ITERATIONS_KEPT] = now - from;
+    S.iteration_from[device] = now;
+}
+
+void lms_stats_iteration_lost(int device) { S.iteration_from[device] = 0; }
 
 void lms_stats_taken_back(void) { S.taken_back++; }
 void lms_stats_unscanned(void) { S.unscanned++; }
 void lms_stats_learned(void) { S.learned++; }
 
-void lms_stats_on_host(size_t bytes)
+void lms_stats_on_host(int device, size_t bytes)
 {
     S.on_host_uses++;
     S.on_host_bytes += bytes;
+    S.moved[device] += bytes;
 }
 
 void lms_stats_stall(uint64_t ns)
@@ -183,8 +201,13 @@ static void print_json(text *t, uint64_t evictions)
         (unsigned long long)S.ooms);
     for (int d = 0, first = 1; d < LMS_MAX_DEVICES; d++)
         if (S.soft_limit[d]) {
-            add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu}", first ? "" : ",", d,
-                S.peak_demanded[d], S.soft_limit[d]);
+            add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu,\"moved_per_iteration\":[",
+                first ? "" : ",", d, S.peak_demanded[d], S.soft_limit[d]);
+            uint64_t n = S.iterations[d], kept = n < LMS_STATS_ITERATIONS_KEPT ? n : LMS_STATS_ITERATIONS_KEPT;
+            for (uint64_t i = n - kept; i < n; i++)
+                add(t, "%s%llu", i > n - kept ? "," : "",
+                    (unsigned long long)S.iteration_moved[d][i % LMS_STATS_ITERATIONS_KEPT]);
+            add(t, "]}");
             first = 0;
         }
     add(t, "],\"swapped_out\":{\"count\":%llu,\"bytes\":%llu,\"ns\":%llu},", (unsigned long long)evictions,
@@ -214,6 +237,12 @@ static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
             unsigned long long share = tenths(100.0 * (double)S.peak_demanded[d], (double)S.soft_limit[d]);
             add(t, "  device %-21d peak demanded %s of soft limit %s (%llu.%llu %%)\n", d,
                 binary(S.peak_demanded[d], a, sizeof a), binary(S.soft_limit[d], b, sizeof b), share / 10, share % 10);
+            uint64_t n = S.iterations[d], kept = n < LMS_STATS_ITERATIONS_KEPT ? n : LMS_STATS_ITERATIONS_KEPT, sum = 0;
+            for (uint64_t i = n - kept; i < n; i++)
+                sum += S.iteration_moved[d][i % LMS_STATS_ITERATIONS_KEPT];
+            if (kept)
+                add(t, "  device %-21d moved %s an iteration (the mean of its last %llu learned ones)\n", d,
+                    binary(sum / kept, a, sizeof a), (unsigned long long)kept);
         }
     add(t, "  %-28s %10s %11s %10s %12s\n", "", "count", "bytes", "time", "bandwidth");
     add(t, "  %-28s %10llu %11s %10s %12s\n", "swapped out", (unsigned long long)evictions,

@@ -9,10 +9,11 @@ uint64_t lms_stats_now(void); /* monotonic nanoseconds */
 void lms_stats_alloc(void);
 void lms_stats_demanded(int device, size_t demanded, size_t soft_limit);
 void lms_stats_host(size_t host_bytes);
-/* reason: "limit" (an allocation), "demand" (a call's restore), "prefetch" (room for restoring
- * ahead of need), "oom-retry" (the driver). */
-void lms_stats_evicted(const char *reason, size_t bytes, uint64_t ns);
-void lms_stats_restored(size_t bytes_copied, uint64_t ns);
+/* The bytes each device moves (copied out, copied in, used in host memory) are also counted by
+ * its learned iterations, below. reason: "limit" (an allocation), "demand" (a call's restore),
+ * "prefetch" (room for restoring ahead of need), "oom-retry" (the driver), "plan". */
+void lms_stats_evicted(int device, const char *reason, size_t bytes, uint64_t ns);
+void lms_stats_restored(int device, size_t bytes_copied, uint64_t ns);
 /* An eviction was taken back before it finished (its bytes still on the device): no restore. */
 void lms_stats_taken_back(void);
 /* A launch whose parameters the driver would not describe: it may use any allocation, so every
@@ -21,7 +22,13 @@ void lms_stats_unscanned(void);
 /* A device's policy learned the program's iteration (again, after a step departed from it). */
 void lms_stats_learned(void);
 /* A call used an allocation of `bytes` in host memory (it did not fit on the device). */
-void lms_stats_on_host(size_t bytes);
+void lms_stats_on_host(int device, size_t bytes);
+/* Device `device`'s learned iteration begins again: what it moved since the last begin is one
+ * iteration's (the last LMS_STATS_ITERATIONS_KEPT are printed: what a steady iteration moves,
+ * from one run). Lost: its policy lost the iteration, and the one under way does not count. */
+#define LMS_STATS_ITERATIONS_KEPT 16
+void lms_stats_iteration_begins(int device);
+void lms_stats_iteration_lost(int device);
 void lms_stats_stall(uint64_t ns);
 void lms_stats_oom(void);
 /* At start-up: starts the run's clock, creates LMS_STATS_FILE (a file that cannot be created

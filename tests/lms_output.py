@@ -43,7 +43,7 @@ def trace_events(path):
     return trace["traceEvents"] if isinstance(trace, dict) else trace
 
 
-print("1..25")
+print("1..28")
 with tempfile.TemporaryDirectory() as tmp:
     trace_path = os.path.join(tmp, "run.json")
     p = run(LMS_LOG_LEVEL="3", LMS_STATS="json", LMS_TRACE=trace_path, LMS_TRACE_USES="1")
@@ -77,6 +77,22 @@ with tempfile.TemporaryDirectory() as tmp:
     launches = [e for e in events if e.get("cat") == "launch"]
     ok(any(e.get("name") == "add" for e in launches) and any(e.get("name") == "memcpy" for e in launches),
        "launch uses name the kernel (and memcpy)", [e.get("name") for e in launches][:10])
+
+    ok(s and s["devices"][0].get("moved_per_iteration") == [],
+       "with no learned iteration (LRU), no iteration's bytes are counted", stats)
+
+    # A loop of 12 kernels over 1 MiB buffers, 4 of which fit: lookahead learns it, and the
+    # statistics give what each of its last 16 iterations moved. At least the 8 buffers that do
+    # not fit go out and come back every iteration: 16 MiB.
+    p = run("loop", LMS_POLICY="lookahead", LMS_STATS="json", LMS_SIM_CAPACITY_MB="8")
+    stats = [json.loads(l)["liblms"] for l in p.stderr.splitlines() if l.startswith('{"liblms"')]
+    moved = stats[0]["devices"][0].get("moved_per_iteration", []) if stats else []
+    ok(p.returncode == 0 and len(moved) == 16 and len(set(moved)) == 1 and 16 * MiB <= moved[0] <= 24 * MiB,
+       "a learned loop: the bytes each of its last 16 iterations moved, the same each time (%s)"
+       % (moved[:1] or "none"), p.stderr)
+    p = run("loop", LMS_POLICY="lookahead", LMS_STATS="table", LMS_SIM_CAPACITY_MB="8")
+    ok(re.search(r"device 0 +moved [\d.]+ MiB an iteration \(the mean of its last 16 learned ones\)", p.stderr),
+       "the table gives their mean", p.stderr)
 
     p = run(LMS_LOG_LEVEL="1", LMS_STATS="table")
     ok("option LMS_THRESHOLD_KB = 64 KiB (environment)" in p.stderr

@@ -4,6 +4,8 @@
  *                      when every byte read back is right.
  *   lms_workload unscanned
  *                      the same, with the driver refusing to describe the launch's parameters.
+ *   lms_workload loop  the same buffers, then LOOPS rounds of a kernel on each in turn: a loop
+ *                      for lookahead to learn (with LMS_SIM_CAPACITY_MB=8, four of them fit).
  *   lms_workload oom   (with LMS_MODE=cap) 1 MiB buffers until out of memory, the failing
  *                      allocation retried OOM_RETRIES times at once and once more after
  *                      OOM_PAUSE_MS; exits 0 when each of those got CUDA_ERROR_OUT_OF_MEMORY. */
@@ -15,6 +17,7 @@
 
 #define MIB ((size_t)1 << 20)
 #define BUFFERS 12
+#define LOOPS 40
 #define OOM_RETRIES 20
 #define OOM_PAUSE_MS 2200 /* past liblms's interval between two out-of-memory dumps */
 
@@ -57,6 +60,9 @@ int main(int argc, char **argv)
     }
     CU_OK(lms_test_launch(add, NULL, buf[0], MIB, 0));
     sim_clear_faults();
+    for (int round = 0; argc > 1 && strcmp(argv[1], "loop") == 0 && round < LOOPS; round++)
+        for (unsigned i = 0; i < BUFFERS; i++)
+            CU_OK(lms_test_launch(add, NULL, buf[i], MIB, 0));
     int bad = 0;
     for (unsigned i = 0; i < BUFFERS; i++) {
         CU_OK(cuMemcpyDtoH(host, buf[i], MIB));

@@ -706,15 +706,19 @@ static void test_stray_use(void)
     cache_init(&c, "lookahead", &run, ids, total / 2);
     cache_fill(&c, bytes, 1);
     run_steps(&c, 0, 8 * length);
-    size_t predicts = 0, period_right = 0;
+    size_t predicts = 0, period_right = 0, starts = 0, starts_right = 0;
     for (size_t t = 8 * length; t < strays_end; t++) {
         run_step(&c, t);
         predicts += lms_policy_predicts(c.policy) != 0;
         period_right += lms_policy_period(c.policy) == length;
+        starts += lms_policy_at_iteration_start(c.policy) != 0;
+        starts_right += lms_policy_at_iteration_start(c.policy) && t % length == 0;
     }
     ok(predicts == strays_end - 8 * length && period_right == predicts,
        "a step with one allocation more than the loop's keeps the loop: predicting after %zu of %zu steps, "
        "its length known after %zu", predicts, strays_end - 8 * length, period_right);
+    ok(starts == 6 && starts_right == 6, "it says where each of the 6 iterations starts (%zu, %zu at a start)",
+       starts, starts_right);
     run_steps(&c, strays_end, run.steps);
     ok(lms_policy_period(c.policy) == 0 && !lms_policy_predicts(c.policy),
        "a step with one allocation fewer departs from it");
@@ -1298,7 +1302,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(53);
+    plan(54);
     test_names();
     test_lru_until_learned();
     test_cycle();
