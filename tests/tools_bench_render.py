@@ -18,7 +18,7 @@ spec = importlib.util.spec_from_loader("lms_bench", loader)
 bench = importlib.util.module_from_spec(spec)
 loader.exec_module(bench)
 
-plan(10)
+plan(12)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.json")) as f:
     results = json.load(f)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.md")) as f:
@@ -63,6 +63,19 @@ longer["swapped_in"]["bytes"] += 20 * 10**9
 row = bench.timed_iterations(longer, shorter, minimum)
 ok(row["bytes_swapped"] == 19 * 10**9 / 4 and row["liblms_per_iteration"]["stalls"]["count"] == -5,
    "above it, the difference per timed iteration is the figure", str(row))
+longer["swapped_in"]["bytes"] -= 20 * 10**9
+longer["devices"] = [{"device": 0, "moved_per_iteration": [9 * 10**9, 7 * 10**9, 6 * 10**9, 7 * 10**9, 6 * 10**9, 7 * 10**9]}]
+row = bench.timed_iterations(longer, shorter, minimum)
+ok(row["bytes_swapped"] == 6.5 * 10**9 and row["bytes_swapped_how"] == "counted" and "liblms_per_iteration" not in row,
+   "liblms's own count of its last learned iterations, as many as the timed ones less one, is the figure, "
+   "whatever the two runs' difference", str(row))
+said = bench.markdown(dict(results, cifar10=dict(results["cifar10"], rows=[
+    dict(results["cifar10"]["rows"][0], bytes_swapped_how="counted"),
+    dict(results["cifar10"]["rows"][1], bytes_swapped_how="difference")])))
+ok("liblms's own count over its last learned iterations" in said
+   and f"{results['cifar10']['rows'][1]['bytes_swapped'] / 1e9:.2f} (difference) |" in said
+   and f"{results['cifar10']['rows'][0]['bytes_swapped'] / 1e9:.2f} |" in said,
+   "the report says which rows liblms counted and which are the difference", said[:3000])
 row = dict(results["cifar10"]["rows"][0], bytes_swapped=None, link_share=None,
            bytes_swapped_unmeasured="the runs took different paths")
 results["cifar10"]["rows"][0] = row
