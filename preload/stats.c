@@ -193,6 +193,18 @@ static const char *bandwidth(uint64_t bytes, uint64_t ns, char *buf, size_t size
     return buf;
 }
 
+/* Device d's learned iterations whose bytes are kept, and the i-th of them, oldest first. */
+static uint64_t iterations_kept(int d)
+{
+    uint64_t n = S.iterations[d];
+    return n < LMS_STATS_ITERATIONS_KEPT ? n : LMS_STATS_ITERATIONS_KEPT;
+}
+
+static uint64_t iteration_moved(int d, uint64_t kept, uint64_t i)
+{
+    return S.iteration_moved[d][(S.iterations[d] - kept + i) % LMS_STATS_ITERATIONS_KEPT];
+}
+
 static void print_json(text *t, uint64_t evictions)
 {
     add(t, "{\"liblms\":{\"version\":\"%s\",", LMS_VERSION);
@@ -203,10 +215,8 @@ static void print_json(text *t, uint64_t evictions)
         if (S.soft_limit[d]) {
             add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu,\"moved_per_iteration\":[",
                 first ? "" : ",", d, S.peak_demanded[d], S.soft_limit[d]);
-            uint64_t n = S.iterations[d], kept = n < LMS_STATS_ITERATIONS_KEPT ? n : LMS_STATS_ITERATIONS_KEPT;
-            for (uint64_t i = n - kept; i < n; i++)
-                add(t, "%s%llu", i > n - kept ? "," : "",
-                    (unsigned long long)S.iteration_moved[d][i % LMS_STATS_ITERATIONS_KEPT]);
+            for (uint64_t i = 0, kept = iterations_kept(d); i < kept; i++)
+                add(t, "%s%llu", i ? "," : "", (unsigned long long)iteration_moved(d, kept, i));
             add(t, "]}");
             first = 0;
         }
@@ -237,9 +247,9 @@ static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
             unsigned long long share = tenths(100.0 * (double)S.peak_demanded[d], (double)S.soft_limit[d]);
             add(t, "  device %-21d peak demanded %s of soft limit %s (%llu.%llu %%)\n", d,
                 binary(S.peak_demanded[d], a, sizeof a), binary(S.soft_limit[d], b, sizeof b), share / 10, share % 10);
-            uint64_t n = S.iterations[d], kept = n < LMS_STATS_ITERATIONS_KEPT ? n : LMS_STATS_ITERATIONS_KEPT, sum = 0;
-            for (uint64_t i = n - kept; i < n; i++)
-                sum += S.iteration_moved[d][i % LMS_STATS_ITERATIONS_KEPT];
+            uint64_t kept = iterations_kept(d), sum = 0;
+            for (uint64_t i = 0; i < kept; i++)
+                sum += iteration_moved(d, kept, i);
             if (kept)
                 add(t, "  device %-21d moved %s an iteration (the mean of its last %llu learned ones)\n", d,
                     binary(sum / kept, a, sizeof a), (unsigned long long)kept);
