@@ -45,12 +45,26 @@ static void slow(const sim_launch *launch, sim_kernel_cost *cost)
     cost->flops = 1e10;
 }
 
+static void add_to_model(int i, size_t bytes, int value)
+{
+    for (size_t k = 0; k < bytes; k++)
+        model[i][k] = (unsigned char)(model[i][k] + value);
+}
+
 /* Adds value to the first `bytes` of buffer i, on the device and in its model. */
 static void add_to(int i, size_t bytes, int value)
 {
     CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, buf[i], bytes, value));
-    for (size_t k = 0; k < bytes; k++)
-        model[i][k] = (unsigned char)(model[i][k] + value);
+    add_to_model(i, bytes, value);
+}
+
+/* How often `what` occurs in text. */
+static int occurrences(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *at = text; (at = strstr(at, what)); at++)
+        n++;
+    return n;
 }
 
 static void add(int i, int value) { add_to(i, BYTES, value); }
@@ -185,9 +199,7 @@ static int relearned_quietly(void)
     for (int n = 0; n < 10 * (BUFFERS - 1); n++) /* a loop of another length is still said */
         touch_start(n % (BUFFERS - 1), 1);
     const char *said = lms_test_stderr_end();
-    int changes = 0;
-    for (const char *at = said; (at = strstr(at, "] policy: ")); at++)
-        changes++;
+    int changes = occurrences(said, "] policy: ");
     int new_length = strstr(said, "policy: learned an iteration of 4 steps") != NULL;
     /* Which call departed: on the H100 cifar10_full's loop departed in its timed iterations,
      * and the log said only that one had. */
@@ -202,27 +214,14 @@ static int relearned_quietly(void)
     return 0;
 }
 
-/* Adds value to the first `bytes` of the buffer at params[0]; params[3] is a word it does not
- * read, as cuDNN's split-K reduction on the H100 carried its preceding kernel's input. */
-static void add_ignoring_spare(const sim_launch *l)
-{
-    unsigned char *p = *(unsigned char **)l->params[0];
-    for (size_t k = 0; k < *(size_t *)l->params[1]; k++)
-        p[k] = (unsigned char)(p[k] + *(int *)l->params[2]);
-}
-
+/* Adds 1 to the first page of buffer i, the kernel carrying `spare` in a word it does not read. */
 static void add_with_spare(int i, CUdeviceptr spare)
 {
-    static const size_t sizes[] = { sizeof(void *), sizeof(size_t), sizeof(int), sizeof(void *) };
-    static CUfunction f;
-    if (!f)
-        f = sim_register_function("add_with_spare", add_ignoring_spare, 4, sizes);
     size_t bytes = 4096;
     int value = 1;
     void *params[] = { &buf[i], &bytes, &value, &spare };
-    CU_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
-    for (size_t k = 0; k < bytes; k++)
-        model[i][k] = (unsigned char)(model[i][k] + value);
+    CU_OK(cuLaunchKernel(lms_test_add_spare_kernel(), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    add_to_model(i, bytes, value);
 }
 
 /* A loop whose last kernel, in three iterations after the loop is learned (irregularly, as on
@@ -240,9 +239,7 @@ static int stray_use_kept(void)
         add_with_spare(BUFFERS - 1, round == 9 || round == 14 || round == 20 ? buf[0] : 0);
     }
     const char *said = lms_test_stderr_end();
-    int learned = 0;
-    for (const char *at = said; (at = strstr(at, "policy: learned an iteration")); at++)
-        learned++;
+    int learned = occurrences(said, "policy: learned an iteration");
     int departed = strstr(said, "departed") != NULL;
     if (learned != 1 || departed)
         fprintf(stderr, "liblms said: %.2000s\n", said);

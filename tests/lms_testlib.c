@@ -310,6 +310,15 @@ CUfunction lms_test_add_kernel(void)
     return f;
 }
 
+CUfunction lms_test_add_spare_kernel(void)
+{
+    static const size_t params[] = { sizeof(void *), sizeof(size_t), sizeof(int), sizeof(void *) };
+    static CUfunction f;
+    if (!f)
+        f = sim_register_function("add_with_spare", add, 4, params);
+    return f;
+}
+
 CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t bytes, int value)
 {
     void *params[] = { &ptr, &bytes, &value };

@@ -70,6 +70,9 @@ CUcontext lms_test_context(void);
  * add(ptr, bytes, delta): every byte += delta; both over a uint8_t range. */
 CUfunction lms_test_fill_kernel(void);
 CUfunction lms_test_add_kernel(void);
+/* The same kernel with a fourth parameter, a pointer it does not read: a word a library left
+ * in a kernel's parameters (cuDNN's split-K reduction on the H100). */
+CUfunction lms_test_add_spare_kernel(void);
 CUresult lms_test_launch(CUfunction f, CUstream stream, CUdeviceptr ptr, size_t bytes, int value);
 /* Allocates count buffers of bytes each (bailing out on failure), every byte set to value
  * unless value < 0. */
