@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
 from tools_tap import BUILD, LMS_RUN, done, is_equal, ok, plan, run, scratch  # noqa: E402
 
-plan(31)
+plan(34)
 tmp = scratch()
 
 # A harmless library stands in for liblms.so: the loader preloads it and nothing changes.
@@ -87,6 +87,22 @@ code, out, err = run([LMS_RUN, "--sim", "--", "sh", "-c", 'printf "%s" "$LD_LIBR
 is_equal(out, sim_dir + ":/elsewhere", "--sim puts the simulated GPU's directory first on LD_LIBRARY_PATH")
 code, out, err = run([LMS_RUN, "--sim", "--", "true"], env=dict(env, LMS_SIM_DIR=tmp))
 ok(code == 2 and "LMS_SIM_DIR" in err and "libcuda.so.1" in err, "--sim: an LMS_SIM_DIR without the simulator is named", err)
+
+# --timeline: the simulator's timeline under --sim; on a GPU, CUPTI's through the driver's
+# injection of liblms-timeline.so, found beside lms-run in the build.
+timeline_env = 'printf "%s|%s|%s" "${LMS_SIM_TIMELINE-}" "${CUDA_INJECTION64_PATH-}" "${LMS_GPU_TIMELINE-}"'
+code, out, err = run([LMS_RUN, "--sim", "--timeline", "tl.json", "--", "sh", "-c", timeline_env], env=env)
+is_equal(out, "tl.%p.json||", "--timeline under --sim: LMS_SIM_TIMELINE, with %p")
+injection = os.path.join(tmp, "inj", "tools", "liblms-timeline.so")
+os.makedirs(os.path.dirname(injection))
+shutil.copy(LMS_RUN, os.path.join(tmp, "inj", "tools", "lms-run"))
+shutil.copy(libm, injection)
+code, out, err = run([os.path.join(tmp, "inj", "tools", "lms-run"), "--timeline=tl.json", "--", "sh", "-c", timeline_env],
+                     env=env)
+is_equal(out, f"|{injection}|tl.%p.json", "--timeline on a GPU: the injection beside lms-run and LMS_GPU_TIMELINE")
+os.remove(injection)
+code, out, err = run([os.path.join(tmp, "inj", "tools", "lms-run"), "--timeline", "tl.json", "--", "true"], env=env)
+ok(code == 2 and "liblms-timeline.so" in err and "CUPTI" in err, "--timeline on a GPU without liblms-timeline.so: says so", err)
 
 real = dict(env, LMS_LIBRARY=os.path.join(BUILD, "preload", "liblms.so"))
 # ASan's runtime goes first, as lms-run keeps it. TSan's is not preloaded: preloaded into

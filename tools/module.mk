@@ -14,6 +14,10 @@ $(BUILD)/tools/lms-run: tools/lms-run
 	@mkdir -p $(@D)
 	cp $< $@ && chmod 0755 $@
 
+$(BUILD)/tools/lms-timeline: tools/lms-timeline
+	@mkdir -p $(@D)
+	cp $< $@ && chmod 0755 $@
+
 # Writes scripted traces for the tests; -rdynamic so that stacks name its functions.
 $(BUILD)/tests/trace_workload: $(BUILD)/tests/trace_workload.o $(TRACE_OBJS)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^
@@ -31,6 +35,8 @@ $(BUILD)/tests/tools_%.t: tests/tools_%.py $(TOOLS_TEST_DEPS)
 	cp $< $@ && chmod 0755 $@
 # gpu-total-mib.py on the simulated GPU's driver.
 $(BUILD)/tests/tools_gpu_total.t: $(SIM_LIB)
+# lms-timeline on a timeline the simulated GPU writes for liblms's own test program.
+$(BUILD)/tests/tools_timeline.t: $(BUILD)/tools/lms-timeline $(BUILD)/tests/lms_workload $(SIM_LIB)
 # tune against the library: the run is liblms's own test program on the simulated GPU.
 $(BUILD)/tests/tools_replay.t: $(BUILD)/tests/lms_workload
 # liblms's statistics and echo, on the simulated GPU, in both backing modes (preload/module.mk).
@@ -39,6 +45,19 @@ $(BUILD)/tests/tools_stats.t: tests/tools_stats.py $(TOOLS_TEST_DEPS) $(BUILD)/t
 	@mkdir -p $(@D)
 	$(LMS_IN_BOTH_MODES)
 
-ALL_TARGETS += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(TRACE_OBJS)
-INSTALL_BIN += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run
+ALL_TARGETS += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(BUILD)/tools/lms-timeline $(TRACE_OBJS)
+INSTALL_BIN += $(BUILD)/tools/lms-trace $(BUILD)/tools/lms-run $(BUILD)/tools/lms-timeline
 TESTS       += $(patsubst tests/%.py,$(BUILD)/tests/%.t,$(TOOLS_TEST_SCRIPTS))
+
+# liblms-timeline.so: a real GPU's timeline through CUPTI (tools/gpu_timeline.c), which the
+# driver loads by CUDA_INJECTION64_PATH (lms-run --timeline). Built where the toolkit has CUPTI:
+# its headers and library sit in the toolkit's include/ and lib64/, or under extras/CUPTI.
+CUPTI_INC := $(firstword $(dir $(wildcard $(CUDA_HOME)/include/cupti.h $(CUDA_HOME)/extras/CUPTI/include/cupti.h)))
+CUPTI_LIB := $(firstword $(dir $(wildcard $(CUDA_HOME)/lib64/libcupti.so $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so)))
+ifneq ($(and $(CUPTI_INC),$(CUPTI_LIB)),)
+$(BUILD)/tools/gpu_timeline.o: CPPFLAGS += -I$(CUPTI_INC)
+$(BUILD)/tools/liblms-timeline.so: $(BUILD)/tools/gpu_timeline.o $(addprefix $(BUILD)/preload/,output_file.o quote.o)
+	$(CC) $(LDFLAGS) -shared -Wl,-z,defs -o $@ $^ -L$(CUPTI_LIB) -lcupti -lpthread
+ALL_TARGETS     += $(BUILD)/tools/liblms-timeline.so
+INSTALL_PRIVATE += $(BUILD)/tools/liblms-timeline.so
+endif
