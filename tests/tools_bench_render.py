@@ -18,7 +18,7 @@ spec = importlib.util.spec_from_loader("lms_bench", loader)
 bench = importlib.util.module_from_spec(spec)
 loader.exec_module(bench)
 
-plan(12)
+plan(15)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.json")) as f:
     results = json.load(f)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.md")) as f:
@@ -82,6 +82,30 @@ results["cifar10"]["rows"][0] = row
 said = bench.markdown(results)
 ok("moved bytes not measured: the runs took different paths" in said and not bench.consistency_errors(results),
    "the report says so, and it is no inconsistency", said[:3000])
+# A GPU run's engines, from its device timeline: four iterations of 1000 us, each starting the
+# trainer's gather kernel twice; in each, kernels busy 400 us, a copy in over 200-700 and one
+# out over 500-900, the host waiting 600-800. With five timed iterations the last four whole
+# ones count; here three of four are whole (BENCH_ITERS=4).
+def X(tid, name, ts, dur, nbytes=0, pid=0):
+    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur, "args": {"bytes": nbytes}}
+events = []
+for i in range(4):
+    t = 1000 * i
+    events += [X(0, "_Z13gather_kernelIjEv", t, 5), X(0, "_Z13gather_kernelIjEv", t + 5, 5), X(0, "conv", t + 10, 390),
+               X(1, "copy", t + 200, 500, 10**9), X(2, "copy", t + 500, 400, 10**9), X(0, "host waits", t + 600, 200, pid=1000)]
+timeline = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"bench-render-timeline-{os.getpid()}.json")
+with open(timeline, "w") as f:
+    json.dump(events, f)
+bench.PLATFORM.timed = 4
+engines = bench.PLATFORM.timeline_engines(timeline, 4)
+ok(engines and [round(engines[k], 6) for k in ("compute", "h2d", "d2h", "host_waits", "copying_without_kernel")]
+   == [0.4, 0.5, 0.4, 0.2, 0.5], "a GPU run's busy shares come from its timeline's whole timed iterations", engines)
+ok(bench.PLATFORM.timeline_engines(timeline, 3) is None and bench.PLATFORM.timeline_engines(timeline + ".none", 4) is None,
+   "none where the gather kernels do not divide into the iterations, or there is no timeline", "")
+os.remove(timeline)
+said = bench.markdown(dict(results, cifar10=dict(results["cifar10"], rows=[dict(results["cifar10"]["rows"][0], engines=engines)])))
+ok("| compute / h2d / d2h busy | host waits |" in said and "| 40.0 % / 50.0 % / 40.0 % | 20.0 % |" in said,
+   "the report gives the measured row's busy shares, as the simulator's", said[-3000:])
 bench.PLATFORM.simulated = True
 row = bench.timed_iterations(dict(longer, swapped_in={"count": 0, "bytes": 0}), shorter, minimum)
 ok(row["bytes_swapped"] < 0, "on the simulator, whose runs are deterministic, it stays a figure (for consistency_errors)")

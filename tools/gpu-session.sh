@@ -15,7 +15,7 @@
 # OUTDIR/bench/, OUTDIR/trace.json and OUTDIR/alone.log, and prints a summary last.
 # LMS_BUILD_DIR names the build (default build/): `make TRAINER_MPICC= check-gpu` on a machine of
 # the GPU machine's processor builds everything it runs (TRAINER_MPICC= where the GPU machine
-# has no Open MPI). cuDNN, cuBLAS and NCCL are taken
+# has no Open MPI). cuDNN, cuBLAS, NCCL and CUPTI (for the timeline) are taken
 # from the loader's path, else from wherever they are installed under /usr, /usr/local or /opt
 # (Python packages hold them too).
 set -u
@@ -36,7 +36,7 @@ build=$(cd "${LMS_BUILD_DIR:-$source_dir/build}" 2>/dev/null && pwd) || {
 mkdir -p "$out/bench" || exit 2
 export LMS_BUILD_DIR=$build LMS_SOURCE_DIR=$source_dir PYTHONUNBUFFERED=1
 
-for lib in libcudnn.so.9 libcublas.so.13 libnccl.so.2; do
+for lib in libcudnn.so.9 libcublas.so.13 libnccl.so.2 libcupti.so.13; do
     ldconfig -p 2>/dev/null | grep -q "$lib " && continue
     found=$(find /usr /usr/local /opt -name "$lib" 2>/dev/null | head -n 1)
     [ -n "$found" ] && LD_LIBRARY_PATH="$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
