@@ -81,12 +81,19 @@ uint64_t lms_period_feed(lms_period *p, uint64_t fingerprint)
         propose(p, step - earlier);
         earlier = p->ring[earlier & mask].previous;
     }
+    /* Of the confirmed, the one that has held longest: a burst inside the iteration (a
+     * convolution in thousands of tiles) repeats with a short period only while it lasts, and
+     * the iteration's own period has held through it; among equals, the shortest, since every
+     * multiple of a period holds as long as it does. */
     p->confirmed = 0;
+    uint64_t longest = 0;
     for (size_t i = 0; i < p->candidate_count; i++) {
         const lms_period_candidate *c = &p->candidates[i];
         uint64_t needed = c->period > LMS_PERIOD_MIN_RUN ? c->period : LMS_PERIOD_MIN_RUN;
-        if (c->run >= needed && (!p->confirmed || c->period < p->confirmed))
+        if (c->run >= needed && (c->run > longest || (c->run == longest && c->period < p->confirmed))) {
             p->confirmed = c->period;
+            longest = c->run;
+        }
     }
     return p->confirmed;
 }

@@ -6,7 +6,9 @@
  * row that equal the step d earlier and is dropped at the first that does not. d is confirmed
  * once that run covers a whole iteration, that is the last d steps are the d before them once
  * more, and at least LMS_PERIOD_MIN_RUN steps, so that a few identical steps in a row do not
- * pass for a loop. Fingerprints are kept for the latest steps only, in a ring that grows while
+ * pass for a loop. Of the confirmed periods the one whose run is longest is the loop's (a
+ * burst of short repeats inside an iteration holds only while it lasts), the shortest among
+ * equal runs. Fingerprints are kept for the latest steps only, in a ring that grows while
  * nothing is confirmed, up to LMS_PERIOD_MAX steps. */
 #ifndef LMS_POLICY_PERIOD_H
 #define LMS_POLICY_PERIOD_H
@@ -45,7 +47,8 @@ typedef struct lms_period {
 /* A zeroed lms_period is ready to use. */
 void lms_period_free(lms_period *period);
 
-/* Feeds the next step. Returns the shortest confirmed period, 0 while there is none. */
+/* Feeds the next step. Returns the confirmed period that has held longest, 0 while there is
+ * none. */
 uint64_t lms_period_feed(lms_period *period, uint64_t fingerprint);
 
 #endif

@@ -249,6 +249,37 @@ static int stray_use_kept(void)
     return 0;
 }
 
+/* A loop with a burst inside: each iteration launches a few kernels, then 40 tiles of 5
+ * kernels over the same buffers, then a few more, as cuDNN's FFT convolutions launched some
+ * 12,000 kernels an iteration on the H100, where the policy learned a loop of 5 steps inside
+ * a burst, departed at its end, and never learned the iteration. Once it has seen the
+ * iteration twice, the policy learns all of it and keeps it through every burst. The device
+ * holds every buffer: nothing needs to move. */
+static int inner_burst_kept(void)
+{
+    static const int tile[] = { 3, 4, 3, 2, 4 };
+    make_buffers();
+    lms_test_stderr_begin();
+    for (int round = 0; round < 10; round++) {
+        for (int i = 0; i < 3; i++)
+            touch_start(i, 1);
+        for (int r = 0; r < 40; r++)
+            for (int t = 0; t < 5; t++)
+                touch_start(tile[t], 1);
+        touch_start(1, 1);
+        touch_start(0, 1);
+    }
+    const char *said = lms_test_stderr_end();
+    const char *whole = strstr(said, "policy: learned an iteration of 205 steps");
+    int departed_after = whole && strstr(whole, "departed") != NULL;
+    if (!whole || departed_after)
+        fprintf(stderr, "liblms said: %.3000s\n", said);
+    EXPECT(whole != NULL);
+    EXPECT(!departed_after);
+    EXPECT(all_match());
+    return 0;
+}
+
 static int kept_without_ahead(void)
 {
     EXPECT(loop_then_waits(STREAM_SYNC) == 0);
@@ -274,6 +305,9 @@ int main(int argc, char **argv)
         { "stray-use", "a kernel that carries another buffer's address in a word it does not read, in three "
                        "iterations, keeps the loop learned: no departure",
           stray_use_kept, { "LMS_LOG_LEVEL=1", "LMS_SIM_CAPACITY_MB=64", NULL } },
+        { "inner-burst", "an iteration with a burst of 40 x 5 kernels inside: the policy learns the whole "
+                         "iteration of 205 steps and keeps it through every burst",
+          inner_burst_kept, { "LMS_LOG_LEVEL=1", "LMS_SIM_CAPACITY_MB=64", NULL } },
         { "no-ahead", "with LMS_PREFETCH=0 the program's waits change nothing",
           kept_without_ahead, { "LMS_PREFETCH=0", NULL } },
         { "timed-plan", "the loop's steps are timed on the device, each candidate plan runs, the "

@@ -728,6 +728,48 @@ static void test_stray_use(void)
     free_schedule(&run);
 }
 
+/* An iteration with a burst inside: one layer's backward pass in 40 tiles of 5 launches each
+ * over the same few allocations, as cuDNN's FFT convolution launched some 12,000 kernels an
+ * iteration on the H100 (unet3d). The burst repeats every 5 steps, but the loop is the whole
+ * iteration: once it has seen it twice the policy keeps it, through every burst. */
+static void test_inner_burst(void)
+{
+    size_t layers = 6, bytes[3 + 5 * 6], total = 0;
+    schedule one = { 0 }, burst = { 0 }, run = { 0 };
+    size_t ids = training_iteration(&one, layers, bytes);
+    for (size_t id = 1; id <= ids; id++)
+        total += bytes[id];
+    size_t backward_2 = layers + (layers - 1 - 2);  /* layer 2's backward step */
+    lms_alloc_id w = 1 + 2, x = 1 + layers + 2, g = 2 + 2 * layers + 2, g_next = g + 1, dw = 3 + 3 * layers + 2;
+    const lms_alloc_id tiles[][2] = { { x, g_next }, { g_next, 0 }, { g_next, dw }, { w, g }, { g, 0 } };
+    repeat(&burst, &one, 0, backward_2 + 1, 1);
+    for (size_t r = 0; r < 40; r++)
+        for (size_t t = 0; t < 5; t++)
+            add_step(&burst, tiles[t], tiles[t][1] ? 2 : 1);
+    repeat(&burst, &one, backward_2 + 1, one.steps, 1);
+    size_t length = burst.steps;
+    repeat(&run, &burst, 0, length, 10);
+    cache c;
+    cache_init(&c, "lookahead", &run, ids, total / 2);
+    cache_fill(&c, bytes, 1);
+    run_steps(&c, 0, 3 * length);
+    size_t predicts = 0, period_right = 0;
+    for (size_t t = 3 * length; t < run.steps; t++) {
+        run_step(&c, t);
+        predicts += lms_policy_predicts(c.policy) != 0;
+        period_right += lms_policy_period(c.policy) == length;
+    }
+    ok(predicts == run.steps - 3 * length && period_right == predicts,
+       "an iteration of %zu steps with a burst of 40 x 5 inside: the loop is the whole iteration, kept through "
+       "every burst (predicting after %zu of %zu steps, the period right after %zu)", length, predicts,
+       run.steps - 3 * length, period_right);
+    ok(consistent(&c) && c.bad == 0, "no wrong victim throughout");
+    cache_free(&c);
+    free_schedule(&one);
+    free_schedule(&burst);
+    free_schedule(&run);
+}
+
 /* Prefetched allocations that the program then does not use (its loop changed) or frees cost
  * nothing but the copy: the policy stays consistent and learns the new loop. */
 static void test_wrong_prefetch(void)
@@ -1302,13 +1344,14 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(54);
+    plan(56);
     test_names();
     test_lru_until_learned();
     test_cycle();
     test_random_oracle();
     test_sequence_change();
     test_stray_use();
+    test_inner_burst();
     test_wrong_prefetch();
     test_prefetch_no_harm();
     test_recorded();
