@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
-from tools_tap import done, is_equal, ok, plan  # noqa: E402
+from tools_tap import done, is_equal, ok, plan, timeline_slice  # noqa: E402
 
 SOURCE = os.environ.get("LMS_SOURCE_DIR", ".")
 loader = importlib.machinery.SourceFileLoader("lms_bench", os.path.join(SOURCE, "tools", "bench", "lms-bench"))
@@ -86,13 +86,13 @@ ok("moved bytes not measured: the runs took different paths" in said and not ben
 # trainer's gather kernel twice; in each, kernels busy 400 us, a copy in over 200-700 and one
 # out over 500-900, the host waiting 600-800. With five timed iterations the last four whole
 # ones count; here three of four are whole (BENCH_ITERS=4).
-def X(tid, name, ts, dur, nbytes=0, pid=0):
-    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur, "args": {"bytes": nbytes}}
+X = timeline_slice
 events = []
 for i in range(4):
     t = 1000 * i
-    events += [X(0, "_Z13gather_kernelIjEv", t, 5), X(0, "_Z13gather_kernelIjEv", t + 5, 5), X(0, "conv", t + 10, 390),
-               X(1, "copy", t + 200, 500, 10**9), X(2, "copy", t + 500, 400, 10**9), X(0, "host waits", t + 600, 200, pid=1000)]
+    events += [X(0, 0, "_Z13gather_kernelIjEv", t, 5), X(0, 0, "_Z13gather_kernelIjEv", t + 5, 5),
+               X(0, 0, "conv", t + 10, 390), X(0, 1, "copy", t + 200, 500, 10**9), X(0, 2, "copy", t + 500, 400, 10**9),
+               X(1000, 0, "host waits", t + 600, 200)]
 timeline = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"bench-render-timeline-{os.getpid()}.json")
 with open(timeline, "w") as f:
     json.dump(events, f)

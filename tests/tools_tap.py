@@ -36,6 +36,11 @@ def is_equal(got, expected, name):
     return ok(got == expected, name, f"got:      {got!r}\nexpected: {expected!r}")
 
 
+def timeline_slice(pid, tid, name, ts, dur, nbytes=0):
+    """One op of a device timeline (LMS_SIM_TIMELINE's format): a Chrome trace slice."""
+    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur, "args": {"bytes": nbytes}}
+
+
 def done():
     sys.exit(1 if _failed else 0)
 

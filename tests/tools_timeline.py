@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("LMS_SOURCE_DIR", "."), "tests"))
-from tools_tap import BUILD, done, is_equal, ok, plan, run, scratch  # noqa: E402
+from tools_tap import BUILD, done, is_equal, ok, plan, run, scratch, timeline_slice  # noqa: E402
 
 LMS_TIMELINE = os.path.join(BUILD, "tools", "lms-timeline")
 WORKLOAD = os.path.join(BUILD, "tests", "lms_workload")
@@ -26,8 +26,7 @@ def write(name, events, close=True):
     return path
 
 
-def X(pid, tid, name, ts, dur, nbytes=0):
-    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur, "args": {"bytes": nbytes}}
+X = timeline_slice
 
 
 # Two windows of 1000 us between the kernels named "step". In the first: compute busy 0-400 us,
