@@ -43,7 +43,7 @@ def trace_events(path):
     return trace["traceEvents"] if isinstance(trace, dict) else trace
 
 
-print("1..28")
+print("1..29")
 with tempfile.TemporaryDirectory() as tmp:
     trace_path = os.path.join(tmp, "run.json")
     p = run(LMS_LOG_LEVEL="3", LMS_STATS="json", LMS_TRACE=trace_path, LMS_TRACE_USES="1")
@@ -91,8 +91,19 @@ with tempfile.TemporaryDirectory() as tmp:
        "a learned loop: the bytes each of its last 16 iterations moved, the same each time (%s)"
        % (moved[:1] or "none"), p.stderr)
     p = run("loop", LMS_POLICY="lookahead", LMS_STATS="table", LMS_SIM_CAPACITY_MB="8")
-    ok(re.search(r"device 0 +moved [\d.]+ MiB an iteration \(the mean of its last 16 learned ones\)", p.stderr),
-       "the table gives their mean", p.stderr)
+    ok(re.search(r"device 0 +moved [\d.]+ MiB an iteration \(the mean of its last 16, of 12 steps\)", p.stderr),
+       "the table gives their mean, and the iteration's length", p.stderr)
+    # A short loop learned first (on the H100, cuDNN's algorithm search before the first training
+    # step), then the 12-step one for fewer iterations than are kept: only the 12-step loop's
+    # iterations count, not a mean over iterations of both lengths.
+    p = run("burst-loop", LMS_POLICY="lookahead", LMS_STATS="json", LMS_SIM_CAPACITY_MB="8")
+    stats = [json.loads(l)["liblms"] for l in p.stderr.splitlines() if l.startswith('{"liblms"')]
+    device = stats[0]["devices"][0] if stats else {}
+    moved = device.get("moved_per_iteration", [])
+    ok(p.returncode == 0 and device.get("iteration_steps") == 12 and 0 < len(moved) < 10
+       and all(16 * MiB <= m <= 24 * MiB for m in moved),
+       "after a shorter loop, only the iterations of the one learned last count (%s of %s steps)"
+       % (moved, device.get("iteration_steps")), p.stderr)
 
     p = run(LMS_LOG_LEVEL="1", LMS_STATS="table")
     ok("option LMS_THRESHOLD_KB = 64 KiB (environment)" in p.stderr

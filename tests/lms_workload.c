@@ -6,6 +6,9 @@
  *                      the same, with the driver refusing to describe the launch's parameters.
  *   lms_workload loop  the same buffers, then LOOPS rounds of a kernel on each in turn: a loop
  *                      for lookahead to learn (with LMS_SIM_CAPACITY_MB=8, four of them fit).
+ *   lms_workload burst-loop
+ *                      first LOOPS rounds over two of the buffers (a short loop that fits), then
+ *                      BURST_LOOPS of the twelve: fewer than the statistics keep.
  *   lms_workload oom   (with LMS_MODE=cap) 1 MiB buffers until out of memory, the failing
  *                      allocation retried OOM_RETRIES times at once and once more after
  *                      OOM_PAUSE_MS; exits 0 when each of those got CUDA_ERROR_OUT_OF_MEMORY. */
@@ -18,6 +21,7 @@
 #define MIB ((size_t)1 << 20)
 #define BUFFERS 12
 #define LOOPS 40
+#define BURST_LOOPS 10
 #define OOM_RETRIES 20
 #define OOM_PAUSE_MS 2200 /* past liblms's interval between two out-of-memory dumps */
 
@@ -60,7 +64,11 @@ int main(int argc, char **argv)
     }
     CU_OK(lms_test_launch(add, NULL, buf[0], MIB, 0));
     sim_clear_faults();
-    for (int round = 0; argc > 1 && strcmp(argv[1], "loop") == 0 && round < LOOPS; round++)
+    int burst = argc > 1 && strcmp(argv[1], "burst-loop") == 0, loop = argc > 1 && strcmp(argv[1], "loop") == 0;
+    for (int round = 0; burst && round < LOOPS; round++)
+        for (unsigned i = 0; i < 2; i++)
+            CU_OK(lms_test_launch(add, NULL, buf[i], MIB, 0));
+    for (int round = 0; (loop || burst) && round < (burst ? BURST_LOOPS : LOOPS); round++)
         for (unsigned i = 0; i < BUFFERS; i++)
             CU_OK(lms_test_launch(add, NULL, buf[i], MIB, 0));
     int bad = 0;
