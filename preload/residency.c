@@ -1706,7 +1706,7 @@ static void note_period(int d, const char *what)
 {
     lms_device *ds = &R.dev[d];
     if (lms_policy_at_iteration_start(ds->policy))
-        lms_stats_iteration_begins(d);
+        lms_stats_iteration_begins(d, lms_policy_period(ds->policy));
     uint64_t period = lms_policy_period(ds->policy);
     if (period == ds->period)
         return;

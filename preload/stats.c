@@ -31,8 +31,10 @@ static struct {
     _Atomic uint64_t taken_back, unscanned, learned, on_host_uses, on_host_bytes;
     _Atomic size_t peak_host;
     /* Per device: bytes moved in all, where the iteration under way began (0: none counted),
-     * and the last iterations' bytes, the latest at iterations % LMS_STATS_ITERATIONS_KEPT. */
+     * the length of the iterations counted, and the last iterations' bytes, the latest at
+     * iterations % LMS_STATS_ITERATIONS_KEPT. */
     _Atomic uint64_t moved[LMS_MAX_DEVICES], iteration_from[LMS_MAX_DEVICES], iterations[LMS_MAX_DEVICES];
+    _Atomic uint64_t iteration_steps[LMS_MAX_DEVICES];
     _Atomic uint64_t iteration_moved[LMS_MAX_DEVICES][LMS_STATS_ITERATIONS_KEPT];
 } S;
 
@@ -82,10 +84,17 @@ void lms_stats_restored(int device, size_t bytes_copied, uint64_t ns)
     S.moved[device] += bytes_copied;
 }
 
-/* Counted from 1 so that 0 says no iteration is under way; called under the device's lock. */
-void lms_stats_iteration_begins(int device)
+/* Counted from 1 so that 0 says no iteration is under way; called under the device's lock.
+ * Iterations of another length are another loop's (on the H100, cuDNN's algorithm search
+ * repeats 5 steps before the trainer's loop begins): those kept so far go. */
+void lms_stats_iteration_begins(int device, uint64_t steps)
 {
     uint64_t now = S.moved[device] + 1, from = S.iteration_from[device];
+    if (steps != S.iteration_steps[device]) {
+        S.iteration_steps[device] = steps;
+        S.iterations[device] = 0;
+        from = 0;
+    }
     if (from)
         S.iteration_moved[device][S.iterations[device]++ % LMS_STATS_ITERATIONS_KEPT] = now - from;
     S.iteration_from[device] = now;
@@ -213,8 +222,11 @@ static void print_json(text *t, uint64_t evictions)
         (unsigned long long)S.ooms);
     for (int d = 0, first = 1; d < LMS_MAX_DEVICES; d++)
         if (S.soft_limit[d]) {
-            add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu,\"moved_per_iteration\":[",
-                first ? "" : ",", d, S.peak_demanded[d], S.soft_limit[d]);
+            add(t, "%s{\"device\":%d,\"peak_demanded\":%zu,\"soft_limit\":%zu,", first ? "" : ",", d,
+                S.peak_demanded[d], S.soft_limit[d]);
+            if (iterations_kept(d))
+                add(t, "\"iteration_steps\":%llu,", (unsigned long long)S.iteration_steps[d]);
+            add(t, "\"moved_per_iteration\":[");
             for (uint64_t i = 0, kept = iterations_kept(d); i < kept; i++)
                 add(t, "%s%llu", i ? "," : "", (unsigned long long)iteration_moved(d, kept, i));
             add(t, "]}");
@@ -251,8 +263,9 @@ static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
             for (uint64_t i = 0; i < kept; i++)
                 sum += iteration_moved(d, kept, i);
             if (kept)
-                add(t, "  device %-21d moved %s an iteration (the mean of its last %llu learned ones)\n", d,
-                    binary(sum / kept, a, sizeof a), (unsigned long long)kept);
+                add(t, "  device %-21d moved %s an iteration (the mean of its last %llu iterations of %llu steps)\n", d,
+                    binary(sum / kept, a, sizeof a), (unsigned long long)kept,
+                    (unsigned long long)S.iteration_steps[d]);
         }
     add(t, "  %-28s %10s %11s %10s %12s\n", "", "count", "bytes", "time", "bandwidth");
     add(t, "  %-28s %10llu %11s %10s %12s\n", "swapped out", (unsigned long long)evictions,

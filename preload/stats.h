@@ -23,11 +23,12 @@ void lms_stats_unscanned(void);
 void lms_stats_learned(void);
 /* A call used an allocation of `bytes` in host memory (it did not fit on the device). */
 void lms_stats_on_host(int device, size_t bytes);
-/* Device `device`'s learned iteration begins again: what it moved since the last begin is one
- * iteration's (the last LMS_STATS_ITERATIONS_KEPT are printed: what a steady iteration moves,
- * from one run). Lost: its policy lost the iteration, and the one under way does not count. */
+/* Device `device`'s learned iteration, of `steps` steps, begins again: what it moved since the
+ * last begin is one iteration's (the last LMS_STATS_ITERATIONS_KEPT of the latest length are
+ * printed: what a steady iteration moves, from one run). Lost: its policy lost the iteration,
+ * and the one under way does not count. */
 #define LMS_STATS_ITERATIONS_KEPT 16
-void lms_stats_iteration_begins(int device);
+void lms_stats_iteration_begins(int device, uint64_t steps);
 void lms_stats_iteration_lost(int device);
 void lms_stats_stall(uint64_t ns);
 void lms_stats_oom(void);

@@ -91,7 +91,7 @@ with tempfile.TemporaryDirectory() as tmp:
        "a learned loop: the bytes each of its last 16 iterations moved, the same each time (%s)"
        % (moved[:1] or "none"), p.stderr)
     p = run("loop", LMS_POLICY="lookahead", LMS_STATS="table", LMS_SIM_CAPACITY_MB="8")
-    ok(re.search(r"device 0 +moved [\d.]+ MiB an iteration \(the mean of its last 16, of 12 steps\)", p.stderr),
+    ok(re.search(r"device 0 +moved [\d.]+ MiB an iteration \(the mean of its last 16 iterations of 12 steps\)", p.stderr),
        "the table gives their mean, and the iteration's length", p.stderr)
     # A short loop learned first (on the H100, cuDNN's algorithm search before the first training
     # step), then the 12-step one for fewer iterations than are kept: only the 12-step loop's
