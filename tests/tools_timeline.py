@@ -3,6 +3,7 @@
 both copy engines ran at once, copies with no kernel, idle time and the host's waits, per
 window between kernels of a name; on a timeline made by hand, whose figures are known, and on
 one the simulated GPU writes for a run that swaps; clear errors for bad files and arguments."""
+import gzip
 import json
 import os
 import re
@@ -14,7 +15,7 @@ from tools_tap import BUILD, done, is_equal, ok, plan, run, scratch, timeline_sl
 
 LMS_TIMELINE = os.path.join(BUILD, "tools", "lms-timeline")
 WORKLOAD = os.path.join(BUILD, "tests", "lms_workload")
-plan(12)
+plan(14)
 tmp = scratch()
 
 
@@ -52,6 +53,11 @@ ok(code == 0 and "1 window from" in out and "2.00 ms; busy: compute 40.0%" in ou
 code, out, err = run([LMS_TIMELINE, "summary", hand, "--iteration", "step", "--last", "1"])
 ok(code == 0 and out.count("from ") == 2 and "from 1.00 ms" in out and "mean" not in out, "--last 1: the last window alone",
    out + err)
+with open(hand, "rb") as f, gzip.open(os.path.join(tmp, "hand.json.gz"), "wb") as z:
+    z.write(f.read())
+code, out, err = run([LMS_TIMELINE, "summary", os.path.join(tmp, "hand.json.gz"), "--iteration", "step"])
+ok(code == 0 and f"  mean: {expected_window}" in out, "a gzip-compressed timeline (as a GPU run's are kept) is read",
+   out + err)
 code, out, err = run([LMS_TIMELINE, "summary", write("open.json", events, close=False)])
 ok(code == 0 and "GPU 0: 1 window, the whole run" in out and "2.01 ms" in out,
    "an array a killed run left open is read; without --iteration the whole run is one window", out + err)
@@ -82,6 +88,10 @@ with open(os.path.join(tmp, "text.json"), "w") as f:
     f.write("hello\n")
 code, out, err = run([LMS_TIMELINE, "summary", os.path.join(tmp, "text.json")])
 ok(code == 2 and "text.json: not a timeline (JSON" in err, "a file that is not JSON", err)
+with open(os.path.join(tmp, "binary.json"), "wb") as f:
+    f.write(bytes(range(128, 256)))
+code, out, err = run([LMS_TIMELINE, "summary", os.path.join(tmp, "binary.json")])
+ok(code == 2 and "binary.json: not a timeline (not UTF-8 text" in err, "a file that is not text", err)
 code, out, err = run([LMS_TIMELINE, "summary", hand, "--iteration", "nothing-like-it"])
 ok(code == 2 and "'nothing-like-it'" in err and "found 0" in err, "a kernel name that starts no window", err)
 code, out, err = run([LMS_TIMELINE, "summary", hand, "--every", "2"])
