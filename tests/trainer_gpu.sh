@@ -19,7 +19,7 @@ if grep -q "no CUDA GPU available" probe.log; then
     echo "1..0 # SKIP $(sed -n 's/^lms-trainer: error: //p' probe.log | head -n 1)"
     exit 0
 fi
-echo "1..8"
+echo "1..9"
 liblms=$LMS_BUILD_DIR/preload/liblms.so
 
 # "ITER LOSS" for every displayed iteration of a log.
@@ -66,6 +66,11 @@ peak=$(sed -n 's/.*"peak_demanded":\([0-9]*\).*/\1/p' search.log)
 [ $status -eq 0 ] && [ -n "$net" ] && [ -n "$count" ] && [ -n "$peak" ] &&
     [ "$peak" -le $((net + (2 * count + 13 + 64 + 256) * 1024 * 1024)) ]
 report $? "the algorithm search allocates no copies: peak ${peak:-?} B for a net of ${net:-?} B"
+# Each convolution says which algorithms it got, with their times and workspaces (conv1 has no
+# backward data pass: its bottom, the data, takes no gradient).
+[ "$(grep -c '\] layer conv[123]: cuDNN algorithms .*forward [0-9]* (.* ms, .* MB).*backward filter [0-9]* (' search.log)" = 3 ] &&
+    ! grep -q 'layer conv1: .*backward data' search.log
+report $? "setup names each convolution's algorithms, their times and workspaces"
 
 # fc6's update reads and writes three 144 MiB buffers; the cache holds 400 MiB.
 small="--model alexnet --batch 1 --iters 2 --workspace-limit 16 --snapshot-prefix"

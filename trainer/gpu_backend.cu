@@ -286,11 +286,28 @@ static void explain_refusal(const Perf *perf, int count, const Layer *l, const c
     if (count == 0) snprintf(err + n, errlen - (size_t)n, " none");
 }
 
+/* What setup says of a convolution's algorithms: each pass's choice, and any faster one that the
+ * workspace limit refused (a limit too low can cost several times the time on a GPU). */
+typedef struct Choices {
+    char chosen[320], refused[320];
+    size_t chosen_len, refused_len;
+} Choices;
+
+static void append(char *text, size_t cap, size_t *len, const char *what, int algo, float ms, size_t bytes)
+{
+    if (*len >= cap) return;
+    int n = ms >= 0 ? snprintf(text + *len, cap - *len, "%s%s %d (%.3f ms, %.0f MB)", *len ? ", " : "", what, algo,
+                               (double)ms, (double)bytes / 1e6)
+                    : snprintf(text + *len, cap - *len, "%s%s %d (%.0f MB)", *len ? ", " : "", what, algo,
+                               (double)bytes / 1e6);
+    if (n > 0) *len += (size_t)n;
+}
+
 /* Gives the pass the chosen algorithm with the math it was measured with (strict fp32 keeps
- * FMA math), and raises *need to its workspace. */
+ * FMA math), raises *need to its workspace and notes the choice. */
 template <typename Perf, typename Algo>
 static int choose(const Perf *perf, int count, Algo *algo, cudnnConvolutionDescriptor_t desc, size_t *need,
-                  const Layer *l, const char *pass, char *err, size_t errlen)
+                  Choices *says, const Layer *l, const char *pass, char *err, size_t errlen)
 {
     int i = pick(perf, count);
     if (i < 0) {
@@ -300,6 +317,15 @@ static int choose(const Perf *perf, int count, Algo *algo, cudnnConvolutionDescr
     *algo = perf[i].algo;
     if (!gpu.opt.strict_fp32) cudnnCheck(cudnnSetConvolutionMathType(desc, perf[i].mathType));
     if (perf[i].memory > *need) *need = perf[i].memory;
+    append(says->chosen, sizeof says->chosen, &says->chosen_len, pass, (int)perf[i].algo, perf[i].time,
+           perf[i].memory);
+    for (int j = 0; j < i; j++)
+        if (perf[j].status == CUDNN_STATUS_SUCCESS && perf[j].memory > gpu.opt.workspace_limit &&
+            (!gpu.opt.deterministic || perf[j].determinism == CUDNN_DETERMINISTIC)) {
+            append(says->refused, sizeof says->refused, &says->refused_len, pass, (int)perf[j].algo, perf[j].time,
+                   perf[j].memory);
+            break;
+        }
     return 0;
 }
 
@@ -308,7 +334,7 @@ static int choose(const Perf *perf, int count, Algo *algo, cudnnConvolutionDescr
  * nothing; but it can pick differently run by run, so deterministic runs take cuDNN's
  * heuristics, which depend on the shapes alone. */
 static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, const Layer *l, void *search,
-                             size_t search_size, size_t *need, char *err, size_t errlen)
+                             size_t search_size, size_t *need, Choices *says, char *err, size_t errlen)
 {
     const float *w = l->weight.t.data;
     int n = 0, failed = 0;
@@ -321,7 +347,7 @@ static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, c
             cudnnCheck(cudnnFindConvolutionForwardAlgorithmEx(gpu.cudnn, c->in, b->in, s->filter, w, c->fwd_desc,
                                                               c->out, b->out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
                                                               perf, search, search_size));
-        failed = choose(perf, n, &c->fwd, c->fwd_desc, need, l, "forward", err, errlen);
+        failed = choose(perf, n, &c->fwd, c->fwd_desc, need, says, l, "forward", err, errlen);
     }
     if (s->need_bwd_data) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -333,7 +359,7 @@ static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, c
             cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithmEx(
                 gpu.cudnn, s->filter, w, c->out, b->dout, c->bwd_data_desc, c->in, b->din,
                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, search, search_size));
-        failed = failed || choose(perf, n, &c->bwd_data, c->bwd_data_desc, need, l, "backward data", err, errlen);
+        failed = failed || choose(perf, n, &c->bwd_data, c->bwd_data_desc, need, says, l, "backward data", err, errlen);
     }
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     if (gpu.opt.deterministic)
@@ -344,7 +370,8 @@ static int choose_algorithms(ConvState *s, ConvShape *c, const ConvBuffers *b, c
         cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithmEx(
             gpu.cudnn, c->in, b->in, c->out, b->dout, c->bwd_filter_desc, s->filter, b->dw,
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, search, search_size));
-    return failed || choose(perf, n, &c->bwd_filter, c->bwd_filter_desc, need, l, "backward filter", err, errlen)
+    return failed || choose(perf, n, &c->bwd_filter, c->bwd_filter_desc, need, says, l, "backward filter", err,
+                                 errlen)
                ? -1 : 0;
 }
 
@@ -377,8 +404,13 @@ static int gpu_setup(Net *net, char *err, size_t errlen)
         int deconv = l->type == LAYER_DECONV, bottom_diff = net->tensors[l->bottom[0]].diff != NULL;
         s->need_fwd = !deconv || bottom_diff;
         s->need_bwd_data = deconv || bottom_diff;
+        Choices says = {};
         for (int k = 0; k <= (s->pieces.last != s->pieces.size) && !failed; k++)
-            failed = choose_algorithms(s, &s->shape[k], &b, l, search, search_size, &need, err, errlen);
+            failed = choose_algorithms(s, &s->shape[k], &b, l, search, search_size, &need, &says, err, errlen);
+        if (!failed)
+            log_info("layer %s: cuDNN algorithms %s%s%s%s", l->name, says.chosen,
+                     says.refused_len ? "; faster, above the workspace limit: " : "", says.refused,
+                     says.refused_len ? " (--workspace-limit)" : "");
     }
     if (search) cudaCheck(cudaFree(search));
     if (failed) return -1;

@@ -59,7 +59,7 @@ static const OptionInfo option_table[] = {
     {"deterministic", OPT_DETERMINISTIC, NULL, "GPU: only deterministic cuDNN algorithms"},
     {"strict-fp32", OPT_STRICT_FP32, NULL, "GPU: no TF32 tensor-core math in convolutions and products"},
     {"workspace-limit", OPT_WORKSPACE, "MIB",
-     "GPU: cap on the cuDNN workspace, one buffer all convolutions share (default 1024)"},
+     "GPU: cap on the cuDNN workspace, one buffer all convolutions share (default 2048)"},
     {"cudnn-batch", OPT_CUDNN_BATCH, "N",
      "GPU: at most N images per cuDNN call (default: as many as cuDNN takes, < 2^31 elements)"},
     {"size", OPT_SIZE, "N", "unet3d: volumes of N^3 voxels, N a multiple of 16 (default 64)"},
@@ -318,7 +318,7 @@ int options_parse(int argc, char **argv, Config *cfg, char *err, size_t errlen)
     cfg->batch = cfg->model->default_batch;
     cfg->data = "synthetic";
     cfg->seed = 1;
-    cfg->gpu_options.workspace_limit = (size_t)1024 << 20;
+    cfg->gpu_options.workspace_limit = (size_t)2048 << 20;
     cfg->time_iterations = 50;
     cfg->warmup = -1;
     cfg->snapshot_prefix = cfg->model->name;
