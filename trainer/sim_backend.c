@@ -1,6 +1,7 @@
 /* The simulated-GPU backend (see sim_backend.h). Everything runs on one stream; the host
  * waits only for copies from host memory, downloads and the clock. */
 #include "trainer/sim_backend.h"
+#include "trainer/batch_pieces.h"
 #include "trainer/log.h"
 #include "trainer/net.h"
 #include "trainer/sim_driver.h"
@@ -18,6 +19,7 @@ static struct {
     double seconds;
     size_t workspace_limit;
     Tensor workspace; /* the convolutions' (data only): see sim_setup */
+    size_t workspace_bytes;
 } sim;
 
 static CUdeviceptr device_pointer(const void *p)
@@ -90,6 +92,36 @@ static void launch(CUfunction kernel, size_t elements, void **params)
                              params, NULL));
 }
 
+/* The workspace a convolution's algorithm needs, as cuDNN chose on the H100 (2026-11-27, each
+ * layer's choice logged at setup, trainer/gpu_backend.cu): the implicit GEMM with precomputed
+ * indices, whose workspace was the bytes of the call's input and output (cifar10_full's conv2
+ * and conv3 at batch 14924-54272, all of unet3d's at 176^3-272^3, transposed ones too, within
+ * 1 %), where that fits the limit; else one that needs none (unet3d's dec0_conv_a at 240^3
+ * under 2 GiB). cifar10_full's conv1, 3 channels in, took the one that needs none at every
+ * batch: with few channels the indices save little. A call is a piece of the batch where the
+ * GPU backend cuts one (tensors under 2^31 elements). */
+#define FEW_CHANNELS 3
+
+static size_t conv_workspace(const Net *net, const Layer *l)
+{
+    const Tensor *in = &net->tensors[l->bottom[0]], *out = &net->tensors[l->top];
+    if (in->c <= FEW_CHANNELS || in->n == 0) return 0;
+    size_t in_image = tensor_count(in) / (size_t)in->n, out_image = tensor_count(out) / (size_t)out->n;
+    BatchPieces pieces;
+    if (batch_pieces(in->n, in_image > out_image ? in_image : out_image, CUDNN_MAX_ELEMENTS, 0, &pieces)) return 0;
+    size_t bytes = (in_image + out_image) * (size_t)pieces.size * sizeof(float);
+    return bytes <= sim.workspace_limit ? bytes : 0;
+}
+
+/* Whether the layer's kernels pass the workspace: those of an algorithm that needs one, where
+ * the one kept holds it (on the H100 the zero-workspace algorithms' kernels do not name it). */
+static int uses_workspace(const Net *net, const Layer *l)
+{
+    if (l->type != LAYER_CONV && l->type != LAYER_DECONV) return 0;
+    size_t need = conv_workspace(net, l);
+    return need && need <= sim.workspace_bytes;
+}
+
 static void launch_layer(Net *net, Layer *l, int backward)
 {
     const SimKernelSpec *k = sim_layer_kernel(l, backward);
@@ -101,7 +133,7 @@ static void launch_layer(Net *net, Layer *l, int backward)
         [SIM_SLOT_W] = &l->weight.t,
         [SIM_SLOT_B] = &l->bias.t,
         [SIM_SLOT_AUX] = &l->aux,
-        [SIM_SLOT_WS] = &sim.workspace,
+        [SIM_SLOT_WS] = uses_workspace(net, l) ? &sim.workspace : NULL,
     };
     SimLayerArgs args;
     memset(&args, 0, sizeof args);
@@ -173,26 +205,23 @@ static void sim_sgd(Param *p, float lr, float momentum, float decay)
     launch(sim.sgd, args.count, params);
 }
 
-/* The workspace the GPU backend's cuDNN keeps for the convolutions, which every one of them
- * passes to its kernels, so that liblms must hold it beside their tensors. Its size is cuDNN's
- * choice; the H100 kept 0.41-0.98 GB for cifar10_full at batch 14924-27136 (0.19-0.5 of the
- * largest convolution's output) and 0.67-0.72 GB for unet3d at 208^3-240^3, under the 1 GiB
- * limit. Here it is half the largest output, at most the limit: as large as any measured; and
+/* The one workspace the GPU backend keeps for all convolutions, which every one of them passes
+ * to its kernels, so that liblms must hold it beside their tensors: the largest any needs; and
  * where that does not fit, half as much until it does, as the GPU backend's search takes what
  * the device has left and keeps what the algorithms timed in it need. */
 static int sim_setup(Net *net, char *err, size_t errlen)
 {
     (void)err, (void)errlen; /* it cannot fail: without room, the convolutions go without */
-    size_t largest = 0;
+    size_t bytes = 0;
     for (const Layer *l = net->layers; l < net->layers + net->nlayers; l++)
         if (l->type == LAYER_CONV || l->type == LAYER_DECONV) {
-            size_t bytes = tensor_count(&net->tensors[l->top]) * sizeof(float);
-            if (bytes > largest) largest = bytes;
+            size_t need = conv_workspace(net, l);
+            if (need > bytes) bytes = need;
         }
-    size_t bytes = largest / 2 < sim.workspace_limit ? largest / 2 : sim.workspace_limit;
     while (bytes && !(sim.workspace.data = alloc_bytes(bytes))) bytes /= 2;
-    log_info("convolution workspace: %zu bytes (as cuDNN's on a GPU: half the largest convolution output, "
-             "at most the %zu-byte limit and what fits)", bytes, sim.workspace_limit);
+    sim.workspace_bytes = bytes;
+    log_info("convolution workspace: %zu bytes (as cuDNN's on the H100: the largest convolution's input and output, "
+             "within the %zu-byte limit and what fits)", bytes, sim.workspace_limit);
     return 0;
 }
 
@@ -200,6 +229,7 @@ static void sim_close(void)
 {
     if (sim.workspace.data) sim_release(sim.workspace.data);
     sim.workspace.data = NULL;
+    sim.workspace_bytes = 0;
 }
 
 static void sim_synchronize(void)
