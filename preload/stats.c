@@ -263,8 +263,8 @@ static void print_table(text *t, uint64_t evictions, uint64_t run_ns)
             for (uint64_t i = 0; i < kept; i++)
                 sum += iteration_moved(d, kept, i);
             if (kept)
-                add(t, "  device %-21d moved %s an iteration (the mean of its last %llu iterations of %llu steps)\n", d,
-                    binary(sum / kept, a, sizeof a), (unsigned long long)kept,
+                add(t, "  device %-21d moved %s an iteration (the mean of its last %llu iterations of %llu steps)\n",
+                    d, binary(sum / kept, a, sizeof a), (unsigned long long)kept,
                     (unsigned long long)S.iteration_steps[d]);
         }
     add(t, "  %-28s %10s %11s %10s %12s\n", "", "count", "bytes", "time", "bandwidth");

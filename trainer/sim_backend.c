@@ -205,8 +205,8 @@ static void sim_sgd(Param *p, float lr, float momentum, float decay)
     launch(sim.sgd, args.count, params);
 }
 
-/* The one workspace the GPU backend keeps for all convolutions, which every one of them passes
- * to its kernels, so that liblms must hold it beside their tensors: the largest any needs; and
+/* The one workspace the GPU backend keeps for all convolutions, which those that need one pass
+ * to their kernels, so that liblms must hold it beside their tensors: the largest any needs; and
  * where that does not fit, half as much until it does, as the GPU backend's search takes what
  * the device has left and keeps what the algorithms timed in it need. */
 static int sim_setup(Net *net, char *err, size_t errlen)
