@@ -206,11 +206,15 @@ measured="$measured unet3d:240:1771422751"
 far=
 for m in $measured; do
     model=${m%%:*} rest=${m#*:}; size=${rest%%:*} h100=${rest#*:}
-    case $model in unet3d) got=$(kept --model unet3d --batch 1 --size "$size") ;; *) got=$(kept --model "$model" --batch "$size") ;; esac
-    awk -v a="${got:-0}" -v b="$h100" 'BEGIN { exit !(a > 0.99 * b && a < 1.01 * b) }' || far="$far $model@$size:${got:-?}/$h100"
+    case $model in
+    unet3d) got=$(kept --model unet3d --batch 1 --size "$size") ;;
+    *) got=$(kept --model "$model" --batch "$size") ;;
+    esac
+    awk -v a="${got:-0}" -v b="$h100" 'BEGIN { exit !(a > 0.99 * b && a < 1.01 * b) }' ||
+        far="$far; off at $model $size: ${got:-?} against $h100"
 done
 [ -z "$far" ]
-report $? "the simulated workspace is the H100's within 1 % at cifar10_full 14924 and 27136, unet3d 176-240^3${far:+; off:$far}"
+report $? "the simulated workspace is the H100's within 1 % at cifar10_full 14924 and 27136, unet3d 176-240^3$far"
 
 # Snapshots on the simulated GPU under lms-run --sim, swapping, with a test phase: the
 # resumed run repeats the uninterrupted one and ends with the same snapshot. The cache has a
