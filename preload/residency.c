@@ -1705,9 +1705,9 @@ static int time_call_begin(const lms_call *call)
 static void note_period(int d, const char *what)
 {
     lms_device *ds = &R.dev[d];
-    if (lms_policy_at_iteration_start(ds->policy))
-        lms_stats_iteration_begins(d, lms_policy_period(ds->policy));
     uint64_t period = lms_policy_period(ds->policy);
+    if (lms_policy_at_iteration_start(ds->policy))
+        lms_stats_iteration_begins(d, period);
     if (period == ds->period)
         return;
     lms_stats_iteration_lost(d);
