@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,14 +43,30 @@ static void write_all(const char *buf, size_t size)
     }
 }
 
+/* The prefix and its line go in one write: mpirun copies each rank's stderr as it reads it,
+ * and would put another rank's line between two writes. */
+static void write_prefixed(const char *prefix, const char *buf, size_t size)
+{
+    size_t prefix_size = strlen(prefix);
+    struct iovec parts[2] = {{(void *)prefix, prefix_size}, {(void *)buf, size}};
+    ssize_t n = writev(STDERR_FILENO, parts, 2);
+    if (n < 0) return;
+    size_t written = (size_t)n;
+    /* A short write (a signal, a full pipe): the rest as it goes. */
+    if (written < prefix_size) {
+        write_all(prefix + written, prefix_size - written);
+        written = prefix_size;
+    }
+    write_all(buf + (written - prefix_size), size - (written - prefix_size));
+}
+
 static ssize_t rank_stream_write(void *cookie, const char *buf, size_t size)
 {
     RankStream *s = cookie;
     for (size_t at = 0; at < size;) {
-        if (s->line_start) write_all(s->prefix, strlen(s->prefix));
         const char *end = memchr(buf + at, '\n', size - at);
         size_t n = end ? (size_t)(end - (buf + at)) + 1 : size - at;
-        write_all(buf + at, n);
+        write_prefixed(s->line_start ? s->prefix : "", buf + at, n);
         s->line_start = end != NULL;
         at += n;
     }

@@ -35,7 +35,7 @@ $(TRAINER_SIM_MODULE): $(addprefix $(BUILD)/trainer/,sim_kernels.o sim_kernel_ta
 	$(CC) -shared -Wl,-Bsymbolic-functions -Wl,-z,defs $(LDFLAGS) -o $@ $^ -lm
 
 # CPU tests link the reference layers only: no CUDA.
-TRAINER_C_TESTS := trainer_layers trainer_net trainer_data trainer_snapshot
+TRAINER_C_TESTS := trainer_layers trainer_net trainer_data trainer_snapshot trainer_log
 $(foreach t,$(TRAINER_C_TESTS),$(eval $(BUILD)/tests/$(t).t: $(BUILD)/tests/$(t).o $(TRAINER_CPU_OBJ) $(TRAINER_ONE_RANK) $(TAP_OBJ) ; \
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ -lm))
 
