@@ -63,6 +63,16 @@ bool cd_mapping_allows(const region *m, int device, bool write)
                  : granted != CU_MEM_ACCESS_FLAGS_PROT_NONE;
 }
 
+/* Whether any reservation overlaps [ptr, end). */
+static bool reservation_overlaps_locked(uintptr_t ptr, uintptr_t end)
+{
+    for (size_t i = 0; i < cd_region_count; i++)
+        if (cd_regions[i].kind == REGION_RESERVED && cd_regions[i].base < end &&
+            ptr < cd_regions[i].base + cd_regions[i].size)
+            return true;
+    return false;
+}
+
 /* Copies between devices need no peer access (the driver stages them), so any device reaches
  * cuMemAlloc memory this way; a mapping must have been granted to the device, or to the host
  * where the side may be host memory. */
@@ -79,11 +89,7 @@ bool cd_range_usable_locked(uintptr_t ptr, size_t size, bool host_ok, int device
     if (!cd_region_find_locked(ptr, REGION_MASK(REGION_RESERVED))) {
         if (!host_ok)
             return false;
-        for (size_t i = 0; i < cd_region_count; i++) /* host memory must not run into VMM */
-            if (cd_regions[i].kind == REGION_RESERVED && cd_regions[i].base < end &&
-                ptr < cd_regions[i].base + cd_regions[i].size)
-                return false;
-        return true;
+        return !reservation_overlaps_locked(ptr, end); /* host memory must not run into VMM */
     }
     for (uintptr_t at = ptr; at < end;) {
         region *m = cd_region_find_locked(at, REGION_MASK(REGION_MAPPED));
@@ -98,20 +104,24 @@ bool cd_range_usable_locked(uintptr_t ptr, size_t size, bool host_ok, int device
 }
 
 /* Kernels reach cuMemAlloc memory of their device, of other contexts on it, and of peer
- * contexts; pool memory only on its device (peer access does not extend to pools). */
-bool cd_kernel_may_touch_locked(uintptr_t ptr, const cd_ctx *ctx)
+ * contexts; pool memory only on its device (peer access does not extend to pools); each
+ * mapping the span crosses, where their device was granted it. */
+bool cd_kernel_may_touch_locked(uintptr_t ptr, size_t size, const cd_ctx *ctx)
 {
-    region *r = cd_region_find_locked(ptr, DIRECT_MASK | REGION_MASK(REGION_MAPPED));
-    if (!r)
-        return !cd_region_find_locked(ptr, REGION_MASK(REGION_RESERVED));
-    switch (r->kind) {
-    case REGION_ALLOC:
-        return r->pool ? r->device == ctx->device : cd_ctx_reaches_locked(ctx, r->ctx);
-    case REGION_MAPPED:
-        return cd_mapping_allows(r, ctx->device, false);
-    default:
-        return true;
+    uintptr_t end = ptr + (size ? size : 1);
+    if (end < ptr)
+        return false;
+    for (uintptr_t at = ptr; at < end;) {
+        region *r = cd_region_find_locked(at, DIRECT_MASK | REGION_MASK(REGION_MAPPED));
+        if (!r) /* memory the simulator does not know: the host's, short of any reservation */
+            return !reservation_overlaps_locked(at, end);
+        if (r->kind == REGION_ALLOC && !(r->pool ? r->device == ctx->device : cd_ctx_reaches_locked(ctx, r->ctx)))
+            return false;
+        if (r->kind == REGION_MAPPED && !cd_mapping_allows(r, ctx->device, false))
+            return false;
+        at = r->base + r->size;
     }
+    return true;
 }
 
 /* What a call of that size costs the host's virtual clock (calibration.h). */
@@ -505,7 +515,7 @@ void cd_pointer_info_locked(uintptr_t ptr, const cd_ctx *asking, cd_pointer_info
     else if (r->kind != REGION_ALLOC)
         info->host_access = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     if (asking && (r->kind == REGION_MAPPED ? cd_mapping_allows(r, asking->device, false)
-                                            : cd_kernel_may_touch_locked(ptr, asking)))
+                                            : cd_kernel_may_touch_locked(ptr, 1, asking)))
         info->access = r->kind == REGION_MAPPED ? r->access[asking->device]
                                                 : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 }

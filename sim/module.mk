@@ -31,7 +31,7 @@ INSTALL_SIM += $(SIM_LIB)
 
 # The simulator's own tests. Each links the simulator directly (rpath: no other libcuda is found),
 # except sim_loading, which finds it the way cudart does.
-SIM_TEST_NAMES := access capture contexts copies devices driver_memory faults graphs kernels loading memops memory \
+SIM_TEST_NAMES := access capture contexts copies devices driver_memory faults graphs kernel_reach kernels loading memops memory \
                   modules per_thread pointers streams timing timing_only vmm
 SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
 

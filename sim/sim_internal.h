@@ -164,10 +164,11 @@ void cd_ctx_unreserve_locked(cd_ctx *ctx, size_t bytes);
  * write for `write`). Memory inside a reservation but unmapped or without access is not.
  * `host_ok` accepts any other address as pageable host memory (the unified cuMemcpy forms). */
 bool cd_range_usable_locked(uintptr_t ptr, size_t size, bool host_ok, int device, bool write);
-/* Whether a kernel of ctx may touch ptr: device memory of its device or of a peer context,
- * pinned host memory, a mapping its device was granted. Addresses unknown to the simulator are
- * taken for host memory the kernel may reach. */
-bool cd_kernel_may_touch_locked(uintptr_t ptr, const cd_ctx *ctx);
+/* Whether a kernel of ctx may touch [ptr, ptr+size) (size 0: ptr alone): device memory of its
+ * device or of a peer context, pinned host memory, mappings its device was granted. Addresses
+ * unknown to the simulator are taken for host memory the kernel may reach, short of any
+ * reservation. */
+bool cd_kernel_may_touch_locked(uintptr_t ptr, size_t size, const cd_ctx *ctx);
 /* The handle of a device's default memory pool (the only pool there is). */
 CUmemoryPool cd_default_pool(int device);
 /* Gives back a device allocation (cuMemFree, and cuMemFreeAsync when its turn comes). */
@@ -455,8 +456,9 @@ void cd_timeline_host_wait(sim_ns from, sim_ns until);
 /* An output file's name (LMS_SIM_REPORT, LMS_SIM_TIMELINE) with %p replaced by the process
  * id, into out; false when it does not fit. */
 bool cd_expand_path(const char *path, char *out, size_t size);
-/* Whether a queued launch may run on ctx: a pointer its cost function says the kernel moves
- * bytes through must be memory ctx's kernels may touch (cd_kernel_may_touch_locked). */
+/* Whether a queued launch may run on ctx: the span its cost function gives each pointer it
+ * moves bytes through (its first byte, without an extent) must be memory ctx's kernels may
+ * touch (cd_kernel_may_touch_locked). */
 bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx);
 
 /* Runs a stream memory operation (memops.c) on its stream's worker, without the lock: a wait

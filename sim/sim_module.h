@@ -9,7 +9,8 @@
  *
  * The cost function tells the timing model what a launch costs: its floating-point
  * operations, and the bytes it reads and writes through each pointer parameter, so that bytes
- * in host-located memory can be priced at the zero-copy rate, each in its direction. It is called on the host at
+ * in host-located memory can be priced at the zero-copy rate, each in its direction; and the
+ * span each pointer reaches, which the simulator checks as the GPU would fault. It is called on the host at
  * launch with the launch's parameters; it must not touch device memory (in timing-only mode
  * nothing is ever there). NULL prices the kernel as an empty launch.
  *
@@ -25,7 +26,7 @@
  * (extern "C" in C++). The name is not the type's: C and C++ refuse a variable named like a
  * typedef in the same scope. */
 #define SIM_MODULE_SYMBOL "sim_module_table"
-#define SIM_MODULE_ABI 2
+#define SIM_MODULE_ABI 3
 #define SIM_MAX_KERNEL_PARAMS 32
 
 typedef struct sim_kernel_cost {
@@ -34,6 +35,11 @@ typedef struct sim_kernel_cost {
     double written[SIM_MAX_KERNEL_PARAMS]; /* of those, the bytes written: in host memory they
                                               cross the link away from the device, the rest
                                               towards it */
+    double extent[SIM_MAX_KERNEL_PARAMS];  /* the span parameter i reaches, from the pointer:
+                                              when the kernel's turn comes, all of it must be
+                                              memory the kernel may touch, or it faults as on
+                                              the GPU (an allocation's later handles, unmapped
+                                              while the kernel was queued); 0: its first byte */
 } sim_kernel_cost;
 
 typedef void (*sim_cost_fn)(const sim_launch *launch, sim_kernel_cost *cost);

@@ -26,6 +26,7 @@ static void scale_cost(const sim_launch *launch, sim_kernel_cost *cost)
     cost->flops = n;
     cost->bytes[0] = 2.0 * sizeof(float) * n;
     cost->written[0] = sizeof(float) * (double)n; /* in place: each value read, then written */
+    cost->extent[0] = sizeof(float) * (double)n;
 }
 
 /* sum(const float *data, int n, float *out): *out = the sum of data[i] for i < n; reads
@@ -44,8 +45,8 @@ static void sum_cost(const sim_launch *launch, sim_kernel_cost *cost)
 {
     int n = *(int *)launch->params[1];
     cost->flops = n;
-    cost->bytes[0] = sizeof(float) * (double)n;
-    cost->bytes[2] = cost->written[2] = sizeof(float);
+    cost->bytes[0] = cost->extent[0] = sizeof(float) * (double)n;
+    cost->bytes[2] = cost->written[2] = cost->extent[2] = sizeof(float);
 }
 
 /* slow_store(int *out, int value): *out = value, after 200 ms. */
