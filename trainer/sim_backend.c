@@ -141,6 +141,7 @@ static void launch_layer(Net *net, Layer *l, int backward)
         const Tensor *t = slots[s];
         if (t) memcpy(args.shape[s], (int[5]){t->n, t->c, t->d, t->h, t->w}, sizeof args.shape[s]);
     }
+    args.workspace_bytes = slots[SIM_SLOT_WS] ? sim.workspace_bytes : 0;
     args.p = l->p;
     memcpy(args.accumulate, l->accumulate, sizeof args.accumulate);
     args.loss_weight = l->loss_weight;

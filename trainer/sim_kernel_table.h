@@ -104,6 +104,7 @@ const SimKernelSpec *sim_layer_kernel(const Layer *l, int backward);
  * launch scan. */
 typedef struct SimLayerArgs {
     int shape[SIM_SLOTS][5]; /* n, c, d, h, w of each slot; zeros for a slot the layer lacks */
+    uint64_t workspace_bytes; /* of the workspace slot, a buffer of bytes */
     LayerParams p;
     int accumulate[LAYER_MAX_BOTTOMS];
     float loss_weight;

@@ -100,10 +100,15 @@ static void cost_layer(const sim_launch *launch, sim_kernel_cost *cost, const Si
     cost->flops = forward_flops(k->type, a) * (twice ? 2 : 1);
     for (int i = 0; i < k->nroles; i++) {
         int role = k->roles[i] & SIM_ROLE_MASK;
+        if (!pointer_param(launch, 1 + i)) continue;
         /* cuDNN's traffic through its workspace is in the efficiency the kernels are fitted with. */
-        if (!pointer_param(launch, 1 + i) || role == WS_DATA) continue;
+        if (role == WS_DATA) {
+            cost->extent[1 + i] = (double)a->workspace_bytes;
+            continue;
+        }
         double values = role == AUX_DIFF ? 2.0 * a->shape[SIM_SLOT_AUX][1]
                                          : shape_count(a->shape[SIM_ROLE_SLOT(role)]);
+        cost->extent[1 + i] = values * sizeof(float);
         cost->bytes[1 + i] = values * sizeof(float);
         cost->written[1 + i] = writes(k, role) ? cost->bytes[1 + i] : 0;
     }
@@ -134,8 +139,10 @@ static void gather_cost(const sim_launch *launch, sim_kernel_cost *cost)
     double values = (double)a->batch * a->item_size;
     memset(cost, 0, sizeof *cost);
     cost->flops = 2 * values;
-    cost->bytes[1] = cost->written[1] = values * sizeof(float);
+    cost->bytes[1] = cost->written[1] = cost->extent[1] = values * sizeof(float);
     cost->bytes[2] = values;
+    /* The items from the first, wrapping round to the source's start past its count. */
+    cost->extent[2] = (double)(a->first + a->batch < a->count ? a->first + a->batch : a->count) * a->item_size;
 }
 
 static void sgd_run(const sim_launch *launch)
@@ -155,6 +162,7 @@ static void sgd_cost(const sim_launch *launch, sim_kernel_cost *cost)
     cost->bytes[2] = bytes;
     cost->bytes[3] = 2 * bytes; /* history: read and written */
     cost->written[1] = cost->written[3] = bytes;
+    cost->extent[1] = cost->extent[2] = cost->extent[3] = bytes;
 }
 
 #define P sizeof(CUdeviceptr)
