@@ -321,10 +321,6 @@ static void test_ordering_and_waits(CUdeviceptr dev, void *pinned, void *pageabl
     CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s1));
     ok(sim_host_ns() - before < 10000, "an async pinned copy costs the host only its enqueue");
     CHECK_CU(cuStreamSynchronize(s1));
-    CUdeviceptr scratch;
-    CHECK_CU(cuMemAlloc_v2(&scratch, MIB));
-    CHECK_CU(cuMemFree_v2(scratch));
-    ok(sim_host_ns() >= sim_device_done_ns(0), "cuMemFree waits for the device's queued work");
 
     before = sim_host_ns();
     CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pageable, 256 * MIB, s1));
@@ -341,6 +337,56 @@ static void test_ordering_and_waits(CUdeviceptr dev, void *pinned, void *pageabl
 }
 
 /* A child that exits with LMS_SIM_REPORT set writes what the clocks read. */
+/* The calls the driver makes wait for the whole device, and those it lets run beside queued
+ * work (GPU-FACTS.md: a kernel queued on another stream), each behind a 1 GiB copy queued on
+ * s2, which it would otherwise outlast. */
+static void test_calls_that_wait(CUdeviceptr dev, void *pinned)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    void *pageable = aligned_alloc(4096, 2 * MIB);
+    if (!pageable)
+        bail_out("out of host memory");
+    CUdeviceptr allocated, va;
+    void *host;
+    CUmemGenericAllocationHandle handle;
+    const char *waited = NULL;
+    CHECK_CU(cuCtxSynchronize());
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+#define BESIDE(call)                                                          \
+    do {                                                                      \
+        CHECK_CU(call);                                                       \
+        if (!waited && sim_host_ns() >= sim_device_done_ns(0))                \
+            waited = #call;                                                   \
+    } while (0)
+    BESIDE(cuMemAlloc_v2(&allocated, 2 * MIB));
+    BESIDE(cuMemHostAlloc(&host, 2 * MIB, 0));
+    BESIDE(cuMemHostRegister_v2(pageable, 2 * MIB, 0));
+    BESIDE(cuMemAddressReserve(&va, 2 * MIB, 0, 0, 0));
+    BESIDE(cuMemCreate(&handle, 2 * MIB, &prop, 0));
+    BESIDE(cuMemMap(va, 2 * MIB, 0, handle, 0));
+    BESIDE(cuMemSetAccess(va, 2 * MIB, &access, 1));
+    BESIDE(cuMemUnmap(va, 2 * MIB));
+    BESIDE(cuMemRelease(handle));
+    BESIDE(cuMemAddressFree(va, 2 * MIB));
+#undef BESIDE
+    ok(!waited, "cuMemAlloc, cuMemHostAlloc, cuMemHostRegister and the VMM calls return while a copy on another "
+       "stream runs (the first that waited: %s)", waited ? waited : "none");
+
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+    CHECK_CU(cuMemFree_v2(allocated));
+    ok(sim_host_ns() >= sim_device_done_ns(0), "cuMemFree waits for a copy queued on another stream");
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+    CHECK_CU(cuMemFreeHost(host));
+    ok(sim_host_ns() >= sim_device_done_ns(0), "so does cuMemFreeHost");
+    CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
+    CHECK_CU(cuMemHostUnregister(pageable));
+    ok(sim_host_ns() >= sim_device_done_ns(0), "and cuMemHostUnregister");
+    free(pageable);
+}
+
 static void exit_with_report(const char *path)
 {
     pid_t pid = fork();
@@ -481,7 +527,7 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(30);
+    plan(33);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_both_directions_as_measured(dev, pinned);
@@ -490,6 +536,7 @@ int main(int argc, char **argv)
     test_zero_copy_shares_link(dev, pinned, host_located);
     test_zero_copy_reads_as_measured(dev, pinned, host_located);
     test_ordering_and_waits(dev, pinned, pageable);
+    test_calls_that_wait(dev, pinned);
     free(pageable);
     test_report();
     test_timeline(program);
