@@ -9,6 +9,7 @@
 typedef struct sim_sized_cost {
     double ns_small, bytes_small;
     double ns_large, bytes_large;
+    double ns_most;              /* what no size costs more than; 0: the line goes on */
 } sim_sized_cost;
 
 typedef struct sim_calibration {

@@ -374,6 +374,11 @@ static void test_calls_that_wait(CUdeviceptr dev, void *pinned)
 #undef BESIDE
     ok(!waited, "cuMemAlloc, cuMemHostAlloc, cuMemHostRegister and the VMM calls return while a copy on another "
        "stream runs (the first that waited: %s)", waited ? waited : "none");
+    unsigned long long before = sim_host_ns();
+    CHECK_CU(cuMemAddressReserve(&va, 256 * GIB, 0, 0, 0));
+    double reserve_us = (double)(sim_host_ns() - before) / 1e3;
+    CHECK_CU(cuMemAddressFree(va, 256 * GIB));
+    ok(reserve_us < 100, "reserving 256 GiB takes microseconds, as measured (%.1f µs)", reserve_us);
 
     CHECK_CU(cuMemcpyHtoDAsync_v2(dev, pinned, GIB, s2));
     CHECK_CU(cuMemFree_v2(allocated));
@@ -527,7 +532,7 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(33);
+    plan(34);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_both_directions_as_measured(dev, pinned);
