@@ -19,7 +19,13 @@ static void store_byte(const sim_launch *launch)
     **(unsigned char **)launch->params[0] = *(unsigned char *)launch->params[1];
 }
 
-static CUfunction store_byte_fn;
+/* copy_byte(unsigned char *dst, const unsigned char *src) */
+static void copy_byte(const sim_launch *launch)
+{
+    **(unsigned char **)launch->params[0] = **(unsigned char **)launch->params[1];
+}
+
+static CUfunction store_byte_fn, copy_byte_fn;
 
 static CUresult launch_store(CUdeviceptr p, unsigned char value)
 {
@@ -27,11 +33,46 @@ static CUresult launch_store(CUdeviceptr p, unsigned char value)
     return cuLaunchKernel(store_byte_fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
 }
 
+static unsigned char byte_at(CUdeviceptr p)
+{
+    unsigned char b = 0;
+    CHECK_CU(cuMemcpyDtoH_v2(&b, p, 1));
+    return b;
+}
+
 static void setup(void)
 {
     sim_setup(16 * MiB);
-    const size_t sizes[] = {sizeof(void *), 1};
+    const size_t sizes[] = {sizeof(void *), 1}, pointers[] = {sizeof(void *), sizeof(void *)};
     store_byte_fn = sim_register_function("store_byte", store_byte, 2, sizes);
+    copy_byte_fn = sim_register_function("copy_byte", copy_byte, 2, pointers);
+}
+
+/* The byte a kernel reads at p. */
+static unsigned char kernel_reads(CUdeviceptr p)
+{
+    static CUdeviceptr out;
+    if (!out)
+        CHECK_CU(cuMemAlloc_v2(&out, 1));
+    void *params[] = {&out, &p};
+    CHECK_CU(cuLaunchKernel(copy_byte_fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    return byte_at(out);
+}
+
+/* Maps `to` at `at` for the device, copies there what `from` holds, and unmaps both: the way
+ * liblms moves an allocation between device and host-located memory. `from` is mapped at
+ * `scratch` for the copy. */
+static void copy_handle(CUmemGenericAllocationHandle to, CUdeviceptr at, CUmemGenericAllocationHandle from,
+                        CUdeviceptr scratch)
+{
+    CHECK_CU(cuMemMap(at, GRAIN, 0, to, 0));
+    CHECK_CU(cuMemMap(scratch, GRAIN, 0, from, 0));
+    CHECK_CU(cuMemSetAccess(at, GRAIN, &device_rw, 1));
+    CHECK_CU(cuMemSetAccess(scratch, GRAIN, &device_rw, 1));
+    CHECK_CU(cuMemcpyDtoD_v2(at, scratch, GRAIN));
+    CHECK_CU(cuCtxSynchronize()); /* a copy between device addresses may return before it ends */
+    CHECK_CU(cuMemUnmap(at, GRAIN));
+    CHECK_CU(cuMemUnmap(scratch, GRAIN));
 }
 
 /* Children: a kernel touching reserved memory that is unmapped, or mapped without access. */
@@ -60,13 +101,6 @@ static void touch_without_access(void *arg)
     _exit(0);
 }
 
-static unsigned char byte_at(CUdeviceptr p)
-{
-    unsigned char b = 0;
-    CHECK_CU(cuMemcpyDtoH_v2(&b, p, 1));
-    return b;
-}
-
 static CUmemGenericAllocationHandle create_filled(CUdeviceptr scratch_va, unsigned char fill)
 {
     CUmemGenericAllocationHandle h;
@@ -80,7 +114,7 @@ static CUmemGenericAllocationHandle create_filled(CUdeviceptr scratch_va, unsign
 
 int main(void)
 {
-    plan(33);
+    plan(35);
 
     /* First, while this process has no threads: a TSan child must not inherit any. */
     is_int(tap_run_in_child(touch_unmapped, NULL), SIGSEGV,
@@ -189,6 +223,23 @@ int main(void)
     is_int(byte_at(va + 1), 0x42,
            "host-located memory mapped with access works like device memory");
     CHECK_CU(cuMemUnmap(va, GRAIN));
+
+    /* An address remapped from device memory to host-located memory holding the same bytes,
+     * and back: kernels see the same data there throughout. */
+    CUmemGenericAllocationHandle on_gpu = create_filled(va, 0xdd);
+    copy_handle(numa, va, on_gpu, va + GRAIN);
+    CHECK_CU(cuMemMap(va, GRAIN, 0, numa, 0));
+    CHECK_CU(cuMemSetAccess(va, GRAIN, &device_rw, 1));
+    is_int(kernel_reads(va + 9), 0xdd, "remapped to host-located memory with the same bytes, a kernel reads them");
+    CHECK_CU(launch_store(va + 9, 0xee));
+    CHECK_CU(cuCtxSynchronize()); /* unmapping is not ordered against the store */
+    CHECK_CU(cuMemUnmap(va, GRAIN));
+    copy_handle(on_gpu, va, numa, va + GRAIN);
+    CHECK_CU(cuMemMap(va, GRAIN, 0, on_gpu, 0));
+    CHECK_CU(cuMemSetAccess(va, GRAIN, &device_rw, 1));
+    is_int(kernel_reads(va + 9), 0xee, "and back on the device, with what a kernel wrote there meanwhile");
+    CHECK_CU(cuMemUnmap(va, GRAIN));
+    CHECK_CU(cuMemRelease(on_gpu));
     CHECK_CU(cuMemRelease(host));
     CHECK_CU(cuMemRelease(numa));
     sim_set_host_vmm(0);
