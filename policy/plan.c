@@ -58,7 +58,7 @@ typedef struct marks {
 } marks;
 
 /* Evicts victims until `used` bytes fit the capacity; those step `now` uses are keyed `now`,
- * and stay. Returns the bytes still resident. */
+ * and stay, all of them, though they overfill it. Returns the bytes still resident. */
 static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, lms_heap_walk *walk,
                               const uint64_t *bytes, uint64_t used, uint64_t now, uint64_t length,
                               const lms_plan_times *times, const marks *m, uint64_t *fingerprint)
@@ -77,8 +77,6 @@ static uint64_t evict_victims(lms_plan *plan, replayed *r, lms_heap *resident, l
             m->evicts[copy * m->id_count + v->last_use] = 1;
         }
     }
-    if (used > plan->capacity)
-        plan->overfilled = 1;
     return used;
 }
 
@@ -172,7 +170,7 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
 
 int lms_plan_applies(const lms_plan *plan)
 {
-    return plan->evicts && !plan->overfilled;
+    return plan->evicts != NULL;
 }
 
 int lms_plan_evicts_after(const lms_plan *plan, const lms_iteration *it, const lms_iteration_uses *uses,
