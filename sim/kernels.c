@@ -246,10 +246,12 @@ bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx)
 {
     launch_cost lc;
     cost_of(op, &lc);
-    for (int i = 0; i < lc.count; i++)
+    for (int i = 0; i < lc.count; i++) {
+        size_t reach = lc.cost.extent[i] > 0 ? (size_t)lc.cost.extent[i] : 1;
         if ((lc.cost.bytes[i] > 0 || lc.cost.extent[i] > 0) && lc.pointers[i] &&
-            !cd_kernel_may_touch_locked(lc.pointers[i], lc.cost.extent[i] > 0 ? (size_t)lc.cost.extent[i] : 1, ctx))
+            !cd_kernel_may_touch_locked(lc.pointers[i], reach, ctx))
             return false;
+    }
     return true;
 }
 

@@ -10,9 +10,9 @@
  * The cost function tells the timing model what a launch costs: its floating-point
  * operations, and the bytes it reads and writes through each pointer parameter, so that bytes
  * in host-located memory can be priced at the zero-copy rate, each in its direction; and the
- * span each pointer reaches, which the simulator checks as the GPU would fault. It is called on the host at
- * launch with the launch's parameters; it must not touch device memory (in timing-only mode
- * nothing is ever there). NULL prices the kernel as an empty launch.
+ * span each pointer reaches, which the simulator checks where the GPU would fault. It is
+ * called on the host at launch with the launch's parameters; it must not touch device memory
+ * (in timing-only mode nothing is ever there). NULL prices the kernel as an empty launch.
  *
  * A module knows nothing of liblms, and the simulator nothing of any module's contents. */
 #ifndef LMS_SIM_MODULE_H
