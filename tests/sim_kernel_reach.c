@@ -8,6 +8,7 @@
 #include "tests/sim_testing.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 #define HANDLE ((size_t)2 << 20)
 
@@ -84,12 +85,12 @@ static void run(void *arg)
     CUresult synced = cuStreamSynchronize(stream);
     if (synced == CUDA_ERROR_ILLEGAL_ADDRESS) {
         CUdeviceptr later;
-        exit(cuMemAlloc_v2(&later, 4096) == CUDA_ERROR_ILLEGAL_ADDRESS ? FAULTED : FAULTED_NOT_STICKY);
+        _exit(cuMemAlloc_v2(&later, 4096) == CUDA_ERROR_ILLEGAL_ADDRESS ? FAULTED : FAULTED_NOT_STICKY);
     }
     unsigned char last = 0;
     if (synced != CUDA_SUCCESS || (sc->unmap != 1 && cuMemcpyDtoH_v2(&last, va + size - 1, 1) != CUDA_SUCCESS))
-        exit(OTHER);
-    exit(strcmp(sc->mode, "execute") == 0 && sc->unmap != 1 && last != 7 ? OTHER : RAN);
+        _exit(OTHER);
+    _exit(strcmp(sc->mode, "execute") == 0 && sc->unmap != 1 && last != 7 ? OTHER : RAN);
 }
 
 /* How a child ended, in words. */
