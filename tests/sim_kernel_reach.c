@@ -7,6 +7,7 @@
  * of its own, since a fault leaves its context unusable. */
 #include "tests/sim_testing.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -35,10 +36,15 @@ static void fill_cost_without_extent(const sim_launch *launch, sim_kernel_cost *
     cost->extent[0] = 0;
 }
 
-static void sleep_100ms(void *arg)
+/* Holds its stream until the test has unmapped what it unmaps: whatever the load, the kernel
+ * behind it is still queued then. */
+static atomic_int go;
+
+static void wait_for_go(void *arg)
 {
     (void)arg;
-    sleep_ms(100);
+    while (!atomic_load(&go))
+        sleep_ms(1);
 }
 
 typedef struct scenario {
@@ -50,8 +56,8 @@ typedef struct scenario {
 /* Child exit statuses. */
 enum { RAN = 10, FAULTED, FAULTED_NOT_STICKY, OTHER };
 
-/* Two handles in one reservation, the kernel queued over both behind 100 ms of other work,
- * one of them unmapped meanwhile. Exits RAN when the kernel ran (and, executing, filled the
+/* Two handles in one reservation, the kernel queued over both behind a host function that
+ * waits for the test, one of them unmapped meanwhile. Exits RAN when the kernel ran (and, executing, filled the
  * second handle), FAULTED when it faulted and later calls fail too. */
 static void run(void *arg)
 {
@@ -76,12 +82,13 @@ static void run(void *arg)
     CHECK_CU(cuMemSetAccess(va, 2 * HANDLE, &access, 1));
     CUstream stream;
     CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CHECK_CU(cuLaunchHostFunc(stream, sleep_100ms, NULL));
+    CHECK_CU(cuLaunchHostFunc(stream, wait_for_go, NULL));
     size_t size = 2 * HANDLE;
     void *params[] = {&va, &size};
     CHECK_CU(cuLaunchKernel((CUfunction)kernel, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
     if (sc->unmap >= 0)
         CHECK_CU(cuMemUnmap(va + (CUdeviceptr)sc->unmap * HANDLE, HANDLE));
+    atomic_store(&go, 1);
     CUresult synced = cuStreamSynchronize(stream);
     if (synced == CUDA_ERROR_ILLEGAL_ADDRESS) {
         CUdeviceptr later;
