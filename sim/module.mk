@@ -39,7 +39,7 @@ SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
 $(BUILD)/tests/sim_%.t: $(BUILD)/tests/sim_%.o $(BUILD)/tests/tap.o $(SIM_DIR)/libcuda.so
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(SIM_DIR) \
 	  -Wl,-rpath,$(abspath $(SIM_DIR)) -lcuda -lpthread
-$(BUILD)/tests/sim_streams.t $(BUILD)/tests/sim_per_thread.t: $(BUILD)/tests/sim_int_kernels.o
+$(BUILD)/tests/sim_streams.t $(BUILD)/tests/sim_per_thread.t $(BUILD)/tests/sim_vmm.t: $(BUILD)/tests/sim_int_kernels.o
 
 # Not linked with the simulator: it dlopens it from LD_LIBRARY_PATH.
 $(BUILD)/tests/sim_loading.t: $(BUILD)/tests/sim_loading.o $(BUILD)/tests/tap.o $(SIM_DIR)/libcuda.so

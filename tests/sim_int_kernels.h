@@ -1,6 +1,7 @@
-/* Two kernels on one int that sim_streams and sim_per_thread run on the simulated GPU, with
- * their launchers: slow_store keeps a stream busy for a while, copy_int orders work on two
- * buffers. Linked into those tests as tests/sim_int_kernels.o. */
+/* Two kernels on one int that sim_streams, sim_per_thread and sim_vmm run on the simulated
+ * GPU, with their launchers: slow_store keeps a stream busy for a while, copy_int orders work
+ * on two buffers (and shows sim_vmm what a kernel reads). Linked into those tests as
+ * tests/sim_int_kernels.o. */
 #ifndef LMS_TESTS_SIM_INT_KERNELS_H
 #define LMS_TESTS_SIM_INT_KERNELS_H
 

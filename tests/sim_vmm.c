@@ -1,4 +1,5 @@
 /* The simulator's virtual memory management carries the real driver's semantics. */
+#include "tests/sim_int_kernels.h"
 #include "tests/sim_testing.h"
 
 #include <signal.h>
@@ -19,13 +20,7 @@ static void store_byte(const sim_launch *launch)
     **(unsigned char **)launch->params[0] = *(unsigned char *)launch->params[1];
 }
 
-/* copy_byte(unsigned char *dst, const unsigned char *src) */
-static void copy_byte(const sim_launch *launch)
-{
-    **(unsigned char **)launch->params[0] = **(unsigned char **)launch->params[1];
-}
-
-static CUfunction store_byte_fn, copy_byte_fn;
+static CUfunction store_byte_fn;
 
 static CUresult launch_store(CUdeviceptr p, unsigned char value)
 {
@@ -43,20 +38,19 @@ static unsigned char byte_at(CUdeviceptr p)
 static void setup(void)
 {
     sim_setup(16 * MiB);
-    const size_t sizes[] = {sizeof(void *), 1}, pointers[] = {sizeof(void *), sizeof(void *)};
+    const size_t sizes[] = {sizeof(void *), 1};
     store_byte_fn = sim_register_function("store_byte", store_byte, 2, sizes);
-    copy_byte_fn = sim_register_function("copy_byte", copy_byte, 2, pointers);
+    int_kernels_register();
 }
 
-/* The byte a kernel reads at p. */
-static unsigned char kernel_reads(CUdeviceptr p)
+/* The int a kernel reads at p (copy_int, its copy read back). */
+static int kernel_reads(CUdeviceptr p)
 {
     static CUdeviceptr out;
     if (!out)
-        CHECK_CU(cuMemAlloc_v2(&out, 1));
-    void *params[] = {&out, &p};
-    CHECK_CU(cuLaunchKernel(copy_byte_fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
-    return byte_at(out);
+        CHECK_CU(cuMemAlloc_v2(&out, sizeof(int)));
+    CHECK_CU(launch_copy_int(NULL, out, p));
+    return read_int(out);
 }
 
 /* Maps `to` at `at` for the device, copies there what `from` holds, and unmaps both: the way
@@ -230,14 +224,15 @@ int main(void)
     copy_handle(numa, va, on_gpu, va + GRAIN);
     CHECK_CU(cuMemMap(va, GRAIN, 0, numa, 0));
     CHECK_CU(cuMemSetAccess(va, GRAIN, &device_rw, 1));
-    is_int(kernel_reads(va + 9), 0xdd, "remapped to host-located memory with the same bytes, a kernel reads them");
+    is_int(kernel_reads(va + 8), (int)0xdddddddd, "remapped to host-located memory with the same bytes, a kernel reads them");
     CHECK_CU(launch_store(va + 9, 0xee));
     CHECK_CU(cuCtxSynchronize()); /* unmapping is not ordered against the store */
     CHECK_CU(cuMemUnmap(va, GRAIN));
     copy_handle(on_gpu, va, numa, va + GRAIN);
     CHECK_CU(cuMemMap(va, GRAIN, 0, on_gpu, 0));
     CHECK_CU(cuMemSetAccess(va, GRAIN, &device_rw, 1));
-    is_int(kernel_reads(va + 9), 0xee, "and back on the device, with what a kernel wrote there meanwhile");
+    /* The byte at 9 is the int at 8's second, little-endian. */
+    is_int(kernel_reads(va + 8), (int)0xddddeedd, "and back on the device, with what a kernel wrote there meanwhile");
     CHECK_CU(cuMemUnmap(va, GRAIN));
     CHECK_CU(cuMemRelease(on_gpu));
     CHECK_CU(cuMemRelease(host));
