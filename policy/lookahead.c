@@ -16,9 +16,10 @@
  *
  * Its plan (plan.h) evicts each allocation right after its last use before Belady's choice
  * would. Once the caller has timed the iteration's steps on the device, it also tries plans
- * that take victims idle long enough for their copy out, one after another, times an
- * iteration of each, and keeps the fastest: which is best depends on the run, and only the
- * device knows how its copies and kernels overlap.
+ * that take victims idle long enough for their copy out, then the fastest so far with no
+ * room kept free ahead of restores, one after another, times an iteration of each, and keeps
+ * the fastest: which is best depends on the run, and only the device knows how its copies
+ * and kernels overlap.
  *
  * Time is counted in records, the steps seen (from 1): the caller's step numbers may skip.
  * An allocation's key is the record of its next use, or for one the iteration never uses
@@ -57,8 +58,23 @@ enum state { LEARNING, RECORDING, KNOWN };  /* LEARNING is 0: where a policy sta
 /* The candidate plans after Belady's: a victim must have been idle for this many copies of
  * its bytes (plan.h). Measured on the simulated H100: which wins depends on the run (1 at
  * cifar10_full 1.1x, 0.5 at 1.2x, Belady's at 1.45x), so each run times them all. */
-static const double IDLE_COPIES[] = { 0.5, 1, 1.5 };
-#define CANDIDATES (1 + sizeof IDLE_COPIES / sizeof *IDLE_COPIES)
+static const double IDLE_COPIES[] = { 0.5, 1 };
+/* The last candidate is the fastest of those again, with no room kept free ahead of its
+ * restores (lms_policy_room_to_keep). Measured on the simulated H100 (2026-11-27): that room
+ * was worth 4 % at cifar10_full 1.1x and 2 % at 2x, and cost 4 % at unet3d 240^3 and under
+ * 1 % at cifar10_full 4x and 8x and unet3d 208^3, whose restores wait less for room than for
+ * the link. */
+#define ROOMLESS (1 + sizeof IDLE_COPIES / sizeof *IDLE_COPIES)
+#define CANDIDATES (ROOMLESS + 1)
+/* The room kept free while the policy predicts, as a share of the capacity. Measured on the
+ * simulated H100 (cifar10_full at 1.1x to 12x the cap and unet3d at 1.6x to 8x, in 256 MiB
+ * pieces without LMS_MAP_EVICTED): without a plan an eighth did best of 1/4 to 1/16, 3 to
+ * 18 % faster than none. A plan frees memory as soon as the last use before an eviction is
+ * queued, and keeping more free then costs copies for no more overlap: a twentieth did best
+ * of 1/8 to 1/32 (with this trial; 1 % faster than a sixteenth at cifar10_full 2x and unet3d
+ * 272^3, the same elsewhere). */
+#define ROOM_SHARE (1.0 / 8)
+#define ROOM_SHARE_PLANNED (1.0 / 20)
 
 typedef struct lookahead {
     lms_policy base;
@@ -87,10 +103,12 @@ typedef struct lookahead {
     uint64_t *end_ns;            /* per position, from the iteration's start: when its step
                                     ends on the device with none waiting; NULL until measured */
     double copy_ns_per_byte;
-    /* Once times are known, each candidate plan (trial 0: Belady's; then one per IDLE_COPIES)
-     * runs from an iteration's start, and the iterations of its cycle after that one are timed;
-     * the fastest on average is kept. Iterations are counted by their starts told of. */
+    /* Once times are known, each candidate plan (trial 0: Belady's; then one per IDLE_COPIES;
+     * then ROOMLESS) runs from an iteration's start, and the iterations of its cycle after that
+     * one are timed; the fastest on average is kept. Iterations are counted by their starts
+     * told of. */
     size_t trial;                /* the candidate in use */
+    size_t fastest;              /* of those before ROOMLESS: the one ROOMLESS plans as */
     int choosing;                /* trials remain to be timed */
     int chosen;                  /* all were timed, and the choice not yet reported */
     uint64_t starts, trial_from; /* iteration starts so far; the one the trial's plan began at */
@@ -464,6 +482,12 @@ static int plan_fits(const lms_plan *plan, size_t capacity)
     return plan->evicts && capacity <= plan->capacity + plan->capacity / 16 && capacity >= plan->capacity;
 }
 
+/* The candidate whose plan the one in use makes. */
+static size_t planned_as(const lookahead *lk)
+{
+    return lk->trial == ROOMLESS ? lk->fastest : lk->trial;
+}
+
 static int make_plan(lookahead *lk, size_t capacity)
 {
     uint64_t *bytes = calloc(lk->iteration.distinct ? lk->iteration.distinct : 1, sizeof *bytes);
@@ -473,8 +497,9 @@ static int make_plan(lookahead *lk, size_t capacity)
     for (entry *e; (e = next_entry(lk, &at));)
         if (e->uses)
             bytes[e->uses - lk->iteration.uses] = e->bytes;
-    const lms_plan_times times = { lk->end_ns, lk->copy_ns_per_byte, lk->trial ? IDLE_COPIES[lk->trial - 1] : 0 };
-    int made = lms_plan_make(&lk->plan, &lk->iteration, bytes, capacity, lk->trial ? &times : NULL);
+    size_t as = planned_as(lk);
+    const lms_plan_times times = { lk->end_ns, lk->copy_ns_per_byte, as ? IDLE_COPIES[as - 1] : 0 };
+    int made = lms_plan_make(&lk->plan, &lk->iteration, bytes, capacity, as ? &times : NULL);
     lk->plan_from = iteration_of(lk, lk->record);
     free(bytes);
     return made;
@@ -554,15 +579,19 @@ static void lookahead_iteration_took(lms_policy *policy, uint64_t ordinal, uint6
     lk->trial_ns[lk->trial] /= lk->trial_timed;
     if (lk->trial == 0)
         lk->belady_period = lk->trial_timed;
-    if (lk->trial + 1 < CANDIDATES) {
+    if (lk->trial + 1 < ROOMLESS) {
         try_plan(lk, lk->trial + 1);
         return;
     }
-    size_t best = 0;
-    for (size_t t = 1; t < CANDIDATES; t++)
-        if (lk->trial_ns[t] < lk->trial_ns[best])
-            best = t;
-    try_plan(lk, best);
+    if (lk->trial + 1 == ROOMLESS) {
+        lk->fastest = 0;
+        for (size_t t = 1; t < ROOMLESS; t++)
+            if (lk->trial_ns[t] < lk->trial_ns[lk->fastest])
+                lk->fastest = t;
+        try_plan(lk, ROOMLESS);
+        return;
+    }
+    try_plan(lk, lk->trial_ns[ROOMLESS] < lk->trial_ns[lk->fastest] ? ROOMLESS : lk->fastest);
     lk->choosing = 0;
     lk->chosen = 1;
 }
@@ -573,11 +602,15 @@ static int lookahead_plan_chosen(lms_policy *policy, char *line, size_t size)
     if (!lk->chosen)
         return 0;
     lk->chosen = 0;
-    int n = lk->trial ? snprintf(line, size, "kept the plan of victims idle %gx their copy out", IDLE_COPIES[lk->trial - 1])
-                      : snprintf(line, size, "kept Belady's plan");
+    size_t as = planned_as(lk);
+    int n = as ? snprintf(line, size, "kept the plan of victims idle %gx their copy out%s", IDLE_COPIES[as - 1],
+                          lk->trial == ROOMLESS ? ", with no room kept free" : "")
+               : snprintf(line, size, "kept Belady's plan%s", lk->trial == ROOMLESS ? " with no room kept free" : "");
     for (size_t t = 0; t < CANDIDATES && n >= 0 && (size_t)n < size; t++) {
         int more;
-        if (t)
+        if (t == ROOMLESS)
+            more = snprintf(line + n, size - (size_t)n, "; with no room kept free %.3f ms", (double)lk->trial_ns[t] / 1e6);
+        else if (t)
             more = snprintf(line + n, size - (size_t)n, "%s%gx %.3f ms", t == 1 ? "; idle " : ", ",
                             IDLE_COPIES[t - 1], (double)lk->trial_ns[t] / 1e6);
         else if (lk->belady_period > 1)
@@ -596,6 +629,16 @@ static int lookahead_plans(const lms_policy *policy)
 {
     const lookahead *lk = (const lookahead *)policy;
     return predicting(lk) && lms_plan_applies(&lk->plan);
+}
+
+static double lookahead_room_to_keep(const lms_policy *policy)
+{
+    const lookahead *lk = (const lookahead *)policy;
+    if (lk->state != KNOWN)
+        return 0;
+    if (!lookahead_plans(policy))
+        return ROOM_SHARE;
+    return lk->trial == ROOMLESS ? 0 : ROOM_SHARE_PLANNED;
 }
 
 static int lookahead_at_iteration_start(const lms_policy *policy)
@@ -636,4 +679,5 @@ const lms_policy_ops lms_policy_lookahead_ops = {
     .iteration_took = lookahead_iteration_took,
     .plan_chosen = lookahead_plan_chosen,
     .plans = lookahead_plans,
+    .room_to_keep = lookahead_room_to_keep,
 };

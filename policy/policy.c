@@ -83,6 +83,11 @@ int lms_policy_plans(const lms_policy *policy)
     return policy->ops->plans ? policy->ops->plans(policy) : 0;
 }
 
+double lms_policy_room_to_keep(const lms_policy *policy)
+{
+    return policy->ops->room_to_keep ? policy->ops->room_to_keep(policy) : 0;
+}
+
 size_t lms_policy_steps_to_time(lms_policy *policy, uint64_t *generation)
 {
     *generation = 0;

@@ -76,6 +76,13 @@ size_t lms_policy_evict_after_step(lms_policy *policy, size_t capacity, lms_allo
 /* Whether lms_policy_evict_after_step names victims at all: the plan it made last applies. */
 int lms_policy_plans(const lms_policy *policy);
 
+/* The share of the capacity to keep free after each step, by evicting ahead what
+ * lms_policy_choose_victims names: restores then find room at once, and their copies overlap
+ * the kernels before the call that needs them. 0: none. lookahead asks for an eighth while it
+ * predicts, a twentieth with a plan, and none with the plan its trial found faster so; LRU,
+ * which evicts what is soon needed again, for none. */
+double lms_policy_room_to_keep(const lms_policy *policy);
+
 /* The device's timing of the learned iteration, for lookahead's plan (plan.h): how many steps,
  * from the next one told of on, the policy wants the times of (the iteration's length), or 0
  * when it wants none: it does not predict, or has the times of the iteration it knows.

@@ -22,6 +22,7 @@ typedef struct lms_policy_ops {
     int (*at_iteration_start)(const lms_policy *policy);
     uint64_t (*period)(const lms_policy *policy);
     int (*plans)(const lms_policy *policy);
+    double (*room_to_keep)(const lms_policy *policy);
     size_t (*evict_after_step)(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max);
     size_t (*steps_to_time)(lms_policy *policy, uint64_t *generation);
     void (*step_times)(lms_policy *policy, uint64_t generation, const uint64_t *took_ns, size_t count,

@@ -71,19 +71,20 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "1: with a policy that predicts (`lookahead`), bring allocations back ahead of need "     \
       "after each call, into device memory free at the time, and queue the evictions that "    \
       "make room for what does not fit yet, keeping an eighth of the soft limit free for "      \
-      "them by evicting ahead what is needed furthest in the future (a sixteenth where the "    \
+      "them by evicting ahead what is needed furthest in the future (a twentieth where the "    \
       "learned iteration's plan evicts each allocation right after its last use before an "     \
-      "eviction); while the program waits for the device (`cuStreamSynchronize`, "             \
-      "`cuEventSynchronize`, a copy into host memory that the host waits for), finish the "    \
-      "evictions in flight and restore into the room they free; 0: restore only what each "    \
-      "call needs")                                                                             \
+      "eviction, or none where its trial found that faster); while the program waits for the " \
+      "device (`cuStreamSynchronize`, `cuEventSynchronize`, a copy into host memory that the " \
+      "host waits for), finish the evictions in flight and restore into the room they free; "  \
+      "0: restore only what each call needs")                                                  \
     X(PLAN_TIMING, ENUM, 0, "1", lms_flag_names,                                               \
       "1: with `lookahead` and `LMS_PREFETCH=1`, once the iteration is learned, time its steps " \
       "and a copy out on the device (events around each call for one iteration), then run "    \
-      "each candidate eviction plan for three iterations and keep the fastest: Belady's, and "  \
-      "those that evict, of the allocations idle long enough for their copy out (0.5, 1 or 1.5 " \
+      "each candidate eviction plan for three iterations and keep the fastest: Belady's, "      \
+      "those that evict, of the allocations idle long enough for their copy out (0.5 or 1 "     \
       "copies' time), the one needed furthest ahead, so that a restore does not wait for the "  \
-      "copy out that frees its room; 0: Belady's plan")
+      "copy out that frees its room, and the fastest of these with no room kept free ahead "   \
+      "of restores; 0: Belady's plan")
 
 extern const char *const lms_mode_names[];
 extern const char *const lms_stats_names[];

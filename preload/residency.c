@@ -59,17 +59,6 @@ typedef struct plain_entry {
  * soft limit. On the simulated H100 it did best of 1/32 to 1/2 where swapping bounds the run
  * (cifar10_full at 2x and 4x the cap); further ahead evicts more than it hides. */
 #define PREFETCH_WINDOW_SHARE 4
-/* While the policy predicts, this share of the soft limit is kept free by evicting ahead what
- * is needed furthest in the future: restores then find room at once, without waiting for the
- * eviction that makes it, and their copies overlap the kernels before the call that needs
- * them. On the simulated H100 an eighth did best of 1/4 to 1/16 (cifar10_full at 1.1x to 12x
- * the cap and unet3d at 1.6x to 8x, in 256 MiB pieces without LMS_MAP_EVICTED: 3 to 18 %
- * faster than none); under LRU,
- * which evicts what is soon needed again, it made 1.1x slower, so it waits for a prediction. */
-#define EVICT_AHEAD_SHARE 8
-/* With a plan (lms_policy_plans), which frees memory as soon as the last use before an eviction
- * is queued, half as much: keeping more free costs copies for no more overlap. */
-#define EVICT_AHEAD_SHARE_PLANNED 16
 /* The plan's evictions wait in liblms while an eighth of the soft limit is in flight, and at
  * most PLANNED_MAX of them. */
 #define PLANNED_IN_FLIGHT_SHARE 8
@@ -1541,8 +1530,8 @@ static void plan_evictions(int d)
 /* Brings back, ahead of need, what the policy names for the steps after `step` on device d,
  * into device memory free now, so that the copies overlap the work already queued. For what
  * does not fit yet, making room (mode ROOM_EVICT) queues the evictions of the victims, without
- * waiting: a later call brings it back once that room is there. While the policy predicts,
- * the evictions that keep EVICT_AHEAD_SHARE of the memory free are queued first. With
+ * waiting: a later call brings it back once that room is there. The evictions that keep the
+ * policy's share of the soft limit free (lms_policy_room_to_keep) are queued first. With
  * ROOM_FREE it queues no eviction the plan has not decided. */
 static void prefetch(int d, uint64_t step, room_mode mode)
 {
@@ -1550,8 +1539,9 @@ static void prefetch(int d, uint64_t step, room_mode mode)
     reap_evictions(d, 0);
     if (planned_count[d])
         queue_planned(d);
-    if (mode == ROOM_EVICT && lms_policy_predicts(ds->policy))
-        queue_room(d, ds->soft_limit / (lms_policy_plans(ds->policy) ? EVICT_AHEAD_SHARE_PLANNED : EVICT_AHEAD_SHARE));
+    double room_share = lms_policy_room_to_keep(ds->policy);
+    if (mode == ROOM_EVICT && room_share > 0)
+        queue_room(d, (size_t)((double)ds->soft_limit * room_share));
     lms_alloc_id ids[MAX_VICTIMS];
     size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
     size_t n = lms_policy_prefetch_within(ds->policy, step + 1, room, ds->soft_limit / PREFETCH_WINDOW_SHARE,

@@ -1203,11 +1203,11 @@ static void test_plan_timed(void)
     free_schedule(&run);
 }
 
-/* Steps {1}, {2}, {3}, {4} in room for three, on a "device" whose iterations take 1 ms a
- * restore. Belady's plan restores 4 in its cycle of three iterations, 1 or 2 in each: it is
- * timed over the whole cycle (1.333 ms), and kept against the plans with times, which repeat
- * one iteration's evictions. */
-static void test_plan_timed_cycle(void)
+/* Steps {1}, {2}, {3}, {4} in room for three, 60 iterations, on a "device" whose iterations
+ * take 1 ms a restore, times `roomless` while the policy keeps no room free ahead of its
+ * restores (lms_policy_room_to_keep). Writes the line that says which plan was kept into
+ * `line`, and returns the room asked for at the end. */
+static double run_plan_trial(double roomless, char *line, size_t size, size_t *bad)
 {
     schedule iter = { 0 }, run = { 0 };
     lms_alloc_id order[4] = { 1, 2, 3, 4 };
@@ -1221,8 +1221,9 @@ static void test_plan_timed_cycle(void)
     cache_fill(&c, bytes, 0);
     uint64_t generation = 0, previous = 0;
     size_t wanted = 0, timed_from = 0, restores_then = 0;
+    double room_then = 0;
     int given = 0;
-    char line[256] = "";
+    snprintf(line, size, "%s", "");
     for (size_t t = 0; t < run.steps; t++) {
         run_step(&c, t);
         if (!given && !wanted && (wanted = lms_policy_steps_to_time(c.policy, &generation))) {
@@ -1234,20 +1235,50 @@ static void test_plan_timed_cycle(void)
         }
         uint64_t ordinal = lms_policy_iteration_begins(c.policy);
         if (ordinal) {
+            double ms = (double)(c.restores - restores_then) * (room_then > 0 ? 1 : roomless);
             if (previous)
-                lms_policy_iteration_took(c.policy, previous, (c.restores - restores_then) * 1000000);
+                lms_policy_iteration_took(c.policy, previous, (uint64_t)(ms * 1e6));
             previous = ordinal;
             restores_then = c.restores;
+            room_then = lms_policy_room_to_keep(c.policy);
         }
         char said[256];
         if (lms_policy_plan_chosen(c.policy, said, sizeof said))
-            snprintf(line, sizeof line, "%s", said);
+            snprintf(line, size, "%s", said);
     }
-    ok(strstr(line, "kept Belady's plan (iterations timed: Belady's 1.333 ms, over its cycle of 3;") == line && c.bad == 0,
-       "Belady's plan is timed over its cycle, and kept: %s", line);
+    double room = lms_policy_room_to_keep(c.policy);
+    *bad = c.bad;
     cache_free(&c);
     free_schedule(&iter);
     free_schedule(&run);
+    return room;
+}
+
+/* Belady's plan restores 4 in its cycle of three iterations, 1 or 2 in each: it is timed over
+ * the whole cycle (1.333 ms), and kept against the plans with times, which repeat one
+ * iteration's evictions, and against itself with no room kept free, as fast. */
+static void test_plan_timed_cycle(void)
+{
+    char line[256];
+    size_t bad;
+    double room = run_plan_trial(1, line, sizeof line, &bad);
+    ok(strstr(line, "kept Belady's plan (iterations timed: Belady's 1.333 ms, over its cycle of 3;") == line &&
+           strstr(line, "; with no room kept free 1.333 ms)") && room > 0 && bad == 0,
+       "Belady's plan is timed over its cycle, and kept: %s", line);
+}
+
+/* The trial's last candidate is its fastest plan with no room kept free ahead of restores:
+ * kept where the device runs it faster, and then the policy asks for no room. */
+static void test_plan_without_room(void)
+{
+    char line[256];
+    size_t bad;
+    double room = run_plan_trial(0.5, line, sizeof line, &bad);
+    ok(strstr(line, "kept Belady's plan with no room kept free (iterations timed: Belady's 1.333 ms") == line &&
+           strstr(line, "; with no room kept free 0.667 ms)") && room == 0 && bad == 0,
+       "the fastest plan without room kept free is kept where it is faster, and no room is asked for: %s", line);
+    room = run_plan_trial(2, line, sizeof line, &bad);
+    ok(strstr(line, "kept Belady's plan (") == line && room > 0 && bad == 0, "and not where it is slower: %s", line);
 }
 
 /* ---- cost ---- */
@@ -1345,7 +1376,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(56);
+    plan(58);
     test_names();
     test_lru_until_learned();
     test_cycle();
@@ -1362,6 +1393,7 @@ int main(void)
     test_plan_victims();
     test_plan_timed();
     test_plan_timed_cycle();
+    test_plan_without_room();
     test_cost();
     return exit_status();
 }
