@@ -36,10 +36,25 @@ def environment(**variables):
     return env
 
 
+def catches(pid, sig):
+    """Whether the process has a handler for sig (its /proc status's SigCgt mask)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            caught = next((line.split()[1] for line in status if line.startswith("SigCgt:")), "0")
+    except OSError:
+        return False
+    return int(caught, 16) >> (sig - 1) & 1 == 1
+
+
 def killed(sig, **variables):
-    """A process under liblms killed by sig once it runs: (returncode, stderr)."""
-    p = subprocess.Popen(["sleep", "30"], env=environment(**variables), stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    """A process under liblms killed by sig once liblms handles it: (returncode, stderr). It
+    starts with sig's default action: liblms leaves alone a signal its process ignores, as one
+    started in the background ignores SIGINT."""
+    p = subprocess.Popen(["sleep", "30"], env=environment(**variables), stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
+    deadline = time.monotonic() + 20
+    while p.poll() is None and not catches(p.pid, sig) and time.monotonic() < deadline:
+        time.sleep(0.01)
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
     return p.returncode, err
