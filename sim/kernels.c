@@ -220,8 +220,10 @@ static void cost_of(const cd_op *op, launch_cost *lc)
     free(launch.params);
 }
 
-/* A pointer parameter's bytes are priced where the pointer points: a kernel reaches
- * host-located and pinned memory over the bus, at the zero-copy rate. */
+/* A pointer parameter's bytes are priced where the span it reaches lies, spread evenly over
+ * that span (its first byte where the cost function gives none): a kernel reaches host-located
+ * and pinned memory over the bus, at the zero-copy rate. An allocation liblms splits into
+ * pieces may have some on the device and some on the host. */
 void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes,
                             double *host_written)
 {
@@ -232,13 +234,12 @@ void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes
     for (int i = 0; i < lc.count; i++) {
         if (lc.cost.bytes[i] <= 0)
             continue;
-        if (lc.pointers[i] && cd_memory_kind_locked(lc.pointers[i]) != CD_MEMORY_DEVICE) {
-            double written = lc.cost.written[i] < lc.cost.bytes[i] ? lc.cost.written[i] : lc.cost.bytes[i];
-            *host_bytes += lc.cost.bytes[i];
-            *host_written += written > 0 ? written : 0;
-        } else {
-            *device_bytes += lc.cost.bytes[i];
-        }
+        size_t extent = lc.cost.extent[i] > 0 ? (size_t)lc.cost.extent[i] : 0;
+        double on_host = lc.pointers[i] ? cd_host_share_locked(lc.pointers[i], extent) : 0;
+        double written = lc.cost.written[i] < lc.cost.bytes[i] ? lc.cost.written[i] : lc.cost.bytes[i];
+        *host_bytes += lc.cost.bytes[i] * on_host;
+        *host_written += (written > 0 ? written : 0) * on_host;
+        *device_bytes += lc.cost.bytes[i] * (1 - on_host);
     }
 }
 

@@ -73,6 +73,15 @@ static bool reservation_overlaps_locked(uintptr_t ptr, uintptr_t end)
     return false;
 }
 
+/* The region of `mask` that holds `at` (NULL: none), and in *to where its stretch of the span
+ * that ends at `end` ends: the loops below step through a span with it. */
+static region *stretch_at_locked(uintptr_t at, uintptr_t end, unsigned mask, uintptr_t *to)
+{
+    region *r = cd_region_find_locked(at, mask);
+    *to = r && r->base + r->size < end ? r->base + r->size : end;
+    return r;
+}
+
 /* Copies between devices need no peer access (the driver stages them), so any device reaches
  * cuMemAlloc memory this way; a mapping must have been granted to the device, or to the host
  * where the side may be host memory. */
@@ -91,14 +100,13 @@ bool cd_range_usable_locked(uintptr_t ptr, size_t size, bool host_ok, int device
             return false;
         return !reservation_overlaps_locked(ptr, end); /* host memory must not run into VMM */
     }
-    for (uintptr_t at = ptr; at < end;) {
-        region *m = cd_region_find_locked(at, REGION_MASK(REGION_MAPPED));
+    for (uintptr_t at = ptr, to; at < end; at = to) {
+        region *m = stretch_at_locked(at, end, REGION_MASK(REGION_MAPPED), &to);
         bool host_granted =
             host_ok && m && (write ? m->host_access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
                                    : m->host_access != CU_MEM_ACCESS_FLAGS_PROT_NONE);
         if (!m || !(cd_mapping_allows(m, device, write) || host_granted))
             return false;
-        at = m->base + m->size;
     }
     return true;
 }
@@ -111,15 +119,14 @@ bool cd_kernel_may_touch_locked(uintptr_t ptr, size_t size, const cd_ctx *ctx)
     uintptr_t end = ptr + (size ? size : 1);
     if (end < ptr)
         return false;
-    for (uintptr_t at = ptr; at < end;) {
-        region *r = cd_region_find_locked(at, DIRECT_MASK | REGION_MASK(REGION_MAPPED));
+    for (uintptr_t at = ptr, to; at < end; at = to) {
+        region *r = stretch_at_locked(at, end, DIRECT_MASK | REGION_MASK(REGION_MAPPED), &to);
         if (!r) /* memory the simulator does not know: the host's, short of any reservation */
             return !reservation_overlaps_locked(at, end);
         if (r->kind == REGION_ALLOC && !(r->pool ? r->device == ctx->device : cd_ctx_reaches_locked(ctx, r->ctx)))
             return false;
         if (r->kind == REGION_MAPPED && !cd_mapping_allows(r, ctx->device, false))
             return false;
-        at = r->base + r->size;
     }
     return true;
 }
@@ -130,14 +137,30 @@ static void charge(const sim_sized_cost *cost, size_t bytes)
     cd_host_charge(sim_sized_ns(cost, (double)bytes));
 }
 
-cd_memory_kind cd_memory_kind_locked(uintptr_t ptr)
+static cd_memory_kind kind_of(const region *r)
 {
-    region *r = cd_region_find_locked(ptr, DIRECT_MASK | REGION_MASK(REGION_MAPPED));
     if (!r)
         return CD_MEMORY_PAGEABLE;
     if (r->kind == REGION_ALLOC || (r->kind == REGION_MAPPED && r->phys->device >= 0))
         return CD_MEMORY_DEVICE;
     return CD_MEMORY_PINNED;
+}
+
+cd_memory_kind cd_memory_kind_locked(uintptr_t ptr)
+{
+    return kind_of(cd_region_find_locked(ptr, DIRECT_MASK | REGION_MASK(REGION_MAPPED)));
+}
+
+double cd_host_share_locked(uintptr_t ptr, size_t size)
+{
+    uintptr_t end = ptr + (size ? size : 1);
+    if (end < ptr)
+        end = UINTPTR_MAX;
+    double host = 0;
+    for (uintptr_t at = ptr, to; at < end; at = to)
+        if (kind_of(stretch_at_locked(at, end, DIRECT_MASK | REGION_MASK(REGION_MAPPED), &to)) != CD_MEMORY_DEVICE)
+            host += (double)(to - at);
+    return host / (double)(end - ptr);
 }
 
 static void *map_anonymous(size_t size, int prot)

@@ -493,6 +493,9 @@ sim_ns cd_device_vt_end_locked(int device);
  * directly (pinned, registered, host-located VMM), or pageable host memory. */
 typedef enum cd_memory_kind { CD_MEMORY_DEVICE, CD_MEMORY_PINNED, CD_MEMORY_PAGEABLE } cd_memory_kind;
 cd_memory_kind cd_memory_kind_locked(uintptr_t ptr);
+/* The share of [ptr, ptr + size) (its first byte, for size 0) outside device memory: a
+ * kernel reaches it over the bus. */
+double cd_host_share_locked(uintptr_t ptr, size_t size);
 /* A launch's floating-point operations and its bytes in device and in host memory, from its
  * kernel's cost function and where each pointer parameter points. */
 void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes,

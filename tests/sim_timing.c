@@ -268,6 +268,31 @@ static void test_zero_copy_reads_as_measured(CUdeviceptr dev, void *pinned, CUde
     CHECK_CU(cuEventDestroy_v2(copy_done));
 }
 
+/* One reservation, its first 256 MiB on the device and the rest in host-located memory, as
+ * liblms leaves an allocation's later pieces on the host for a call larger than the cache: a
+ * kernel over all of it pays the zero-copy rate for the host part, wherever its pointer
+ * starts. Returns the reservation's base. */
+static CUdeviceptr map_device_then_host(size_t host_bytes)
+{
+    CUmemAllocationProp on_device = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAllocationProp on_host = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                   .location = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0}};
+    CUmemGenericAllocationHandle first, rest;
+    CUdeviceptr base;
+    CHECK_CU(cuMemAddressReserve(&base, 256 * MIB + host_bytes, 0, 0, 0));
+    CHECK_CU(cuMemCreate(&first, 256 * MIB, &on_device, 0));
+    CHECK_CU(cuMemCreate(&rest, host_bytes, &on_host, 0));
+    CHECK_CU(cuMemMap(base, 256 * MIB, 0, first, 0));
+    CHECK_CU(cuMemMap(base + 256 * MIB, host_bytes, 0, rest, 0));
+    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK_CU(cuMemSetAccess(base, 256 * MIB + host_bytes, &access, 1));
+    CHECK_CU(cuMemRelease(first));
+    CHECK_CU(cuMemRelease(rest));
+    return base;
+}
+
 /* How long a scale kernel over n elements at data runs: on an idle stream it starts once the
  * host has paid for its launch. */
 static double kernel_ms(CUdeviceptr data, int n)
@@ -297,6 +322,11 @@ static void test_kernels(CUdeviceptr dev, CUdeviceptr host_located)
     ok(close_to(host_ms, 2.0 * 256 * MIB / cal->zero_copy_bytes * 1e3),
        "a kernel on host-located memory runs at the zero-copy rate: %.3f ms for 512 MiB moved", host_ms);
     ok(host_ms > 10 * device_ms / 4, "which is over ten times slower than the same bytes in device memory");
+    CUdeviceptr split = map_device_then_host(768 * MIB);
+    double split_ms = kernel_ms(split, (int)(GIB / sizeof(float)));
+    ok(close_to(split_ms, 2.0 * 768 * MIB / cal->zero_copy_bytes * 1e3),
+       "a kernel over memory whose first quarter is on the device and the rest host-located pays "
+       "the zero-copy rate for the rest: %.3f ms", split_ms);
 }
 
 static void test_ordering_and_waits(CUdeviceptr dev, void *pinned, void *pageable)
@@ -532,7 +562,7 @@ int main(int argc, char **argv)
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
 
-    plan(34);
+    plan(35);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_both_directions_as_measured(dev, pinned);
