@@ -1539,8 +1539,8 @@ static void prefetch(int d, uint64_t step, room_mode mode)
     reap_evictions(d, 0);
     if (planned_count[d])
         queue_planned(d);
-    double room_share = lms_policy_room_to_keep(ds->policy);
-    if (mode == ROOM_EVICT && room_share > 0)
+    double room_share = mode == ROOM_EVICT ? lms_policy_room_to_keep(ds->policy) : 0;
+    if (room_share > 0)
         queue_room(d, (size_t)((double)ds->soft_limit * room_share));
     lms_alloc_id ids[MAX_VICTIMS];
     size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
