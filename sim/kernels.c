@@ -220,6 +220,13 @@ static void cost_of(const cd_op *op, launch_cost *lc)
     free(launch.params);
 }
 
+/* The span pointer parameter i reaches: its extent, or its first byte where the cost function
+ * gives none. */
+static size_t reach_of(const launch_cost *lc, int i)
+{
+    return lc->cost.extent[i] > 0 ? (size_t)lc->cost.extent[i] : 1;
+}
+
 /* A pointer parameter's bytes are priced where the span it reaches lies, spread evenly over
  * that span (its first byte where the cost function gives none): a kernel reaches host-located
  * and pinned memory over the bus, at the zero-copy rate. An allocation liblms splits into
@@ -234,8 +241,7 @@ void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes
     for (int i = 0; i < lc.count; i++) {
         if (lc.cost.bytes[i] <= 0)
             continue;
-        size_t extent = lc.cost.extent[i] > 0 ? (size_t)lc.cost.extent[i] : 0;
-        double on_host = lc.pointers[i] ? cd_host_share_locked(lc.pointers[i], extent) : 0;
+        double on_host = lc.pointers[i] ? cd_host_share_locked(lc.pointers[i], reach_of(&lc, i)) : 0;
         double written = lc.cost.written[i] < lc.cost.bytes[i] ? lc.cost.written[i] : lc.cost.bytes[i];
         *host_bytes += lc.cost.bytes[i] * on_host;
         *host_written += (written > 0 ? written : 0) * on_host;
@@ -248,9 +254,8 @@ bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx)
     launch_cost lc;
     cost_of(op, &lc);
     for (int i = 0; i < lc.count; i++) {
-        size_t reach = lc.cost.extent[i] > 0 ? (size_t)lc.cost.extent[i] : 1;
         if ((lc.cost.bytes[i] > 0 || lc.cost.extent[i] > 0) && lc.pointers[i] &&
-            !cd_kernel_may_touch_locked(lc.pointers[i], reach, ctx))
+            !cd_kernel_may_touch_locked(lc.pointers[i], reach_of(&lc, i), ctx))
             return false;
     }
     return true;

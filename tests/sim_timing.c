@@ -268,28 +268,29 @@ static void test_zero_copy_reads_as_measured(CUdeviceptr dev, void *pinned, CUde
     CHECK_CU(cuEventDestroy_v2(copy_done));
 }
 
-/* One reservation, its first 256 MiB on the device and the rest in host-located memory, as
- * liblms leaves an allocation's later pieces on the host for a call larger than the cache: a
- * kernel over all of it pays the zero-copy rate for the host part, wherever its pointer
- * starts. Returns the reservation's base. */
-static CUdeviceptr map_device_then_host(size_t host_bytes)
+/* Maps a new handle of `bytes` in `where` (device 0, or the host) at `at`: the mapping holds it. */
+static void map_new(CUdeviceptr at, size_t bytes, CUmemLocationType where)
 {
-    CUmemAllocationProp on_device = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                     .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    CUmemAllocationProp on_host = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                   .location = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0}};
-    CUmemGenericAllocationHandle first, rest;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {.type = where, .id = 0}};
+    CUmemGenericAllocationHandle handle;
+    CHECK_CU(cuMemCreate(&handle, bytes, &prop, 0));
+    CHECK_CU(cuMemMap(at, bytes, 0, handle, 0));
+    CHECK_CU(cuMemRelease(handle));
+}
+
+/* One reservation for device 0 to read and write: `device_bytes` on the device, then
+ * `host_bytes` of host-located memory, as liblms leaves an allocation's later pieces on the
+ * host for a call larger than the cache. Returns its base. */
+static CUdeviceptr map_device_then_host(size_t device_bytes, size_t host_bytes)
+{
     CUdeviceptr base;
-    CHECK_CU(cuMemAddressReserve(&base, 256 * MIB + host_bytes, 0, 0, 0));
-    CHECK_CU(cuMemCreate(&first, 256 * MIB, &on_device, 0));
-    CHECK_CU(cuMemCreate(&rest, host_bytes, &on_host, 0));
-    CHECK_CU(cuMemMap(base, 256 * MIB, 0, first, 0));
-    CHECK_CU(cuMemMap(base + 256 * MIB, host_bytes, 0, rest, 0));
+    CHECK_CU(cuMemAddressReserve(&base, device_bytes + host_bytes, 0, 0, 0));
+    if (device_bytes)
+        map_new(base, device_bytes, CU_MEM_LOCATION_TYPE_DEVICE);
+    map_new(base + device_bytes, host_bytes, CU_MEM_LOCATION_TYPE_HOST);
     CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    CHECK_CU(cuMemSetAccess(base, 256 * MIB + host_bytes, &access, 1));
-    CHECK_CU(cuMemRelease(first));
-    CHECK_CU(cuMemRelease(rest));
+    CHECK_CU(cuMemSetAccess(base, device_bytes + host_bytes, &access, 1));
     return base;
 }
 
@@ -322,7 +323,7 @@ static void test_kernels(CUdeviceptr dev, CUdeviceptr host_located)
     ok(close_to(host_ms, 2.0 * 256 * MIB / cal->zero_copy_bytes * 1e3),
        "a kernel on host-located memory runs at the zero-copy rate: %.3f ms for 512 MiB moved", host_ms);
     ok(host_ms > 10 * device_ms / 4, "which is over ten times slower than the same bytes in device memory");
-    CUdeviceptr split = map_device_then_host(768 * MIB);
+    CUdeviceptr split = map_device_then_host(256 * MIB, 768 * MIB); /* a kernel's pointer at its start */
     double split_ms = kernel_ms(split, (int)(GIB / sizeof(float)));
     ok(close_to(split_ms, 2.0 * 768 * MIB / cal->zero_copy_bytes * 1e3),
        "a kernel over memory whose first quarter is on the device and the rest host-located pays "
@@ -551,16 +552,7 @@ int main(int argc, char **argv)
         bail_out("out of host memory");
 
     /* Host-located VMM memory mapped into the device's address space. */
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0}};
-    CUmemGenericAllocationHandle handle;
-    CUdeviceptr host_located;
-    CHECK_CU(cuMemAddressReserve(&host_located, 256 * MIB, 0, 0, 0));
-    CHECK_CU(cuMemCreate(&handle, 256 * MIB, &prop, 0));
-    CHECK_CU(cuMemMap(host_located, 256 * MIB, 0, handle, 0));
-    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
-                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    CHECK_CU(cuMemSetAccess(host_located, 256 * MIB, &access, 1));
+    CUdeviceptr host_located = map_device_then_host(0, 256 * MIB);
 
     plan(35);
     test_one_direction(dev, pinned);
