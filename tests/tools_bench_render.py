@@ -18,12 +18,19 @@ spec = importlib.util.spec_from_loader("lms_bench", loader)
 bench = importlib.util.module_from_spec(spec)
 loader.exec_module(bench)
 
-plan(15)
+plan(17)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.json")) as f:
     results = json.load(f)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.md")) as f:
     committed = f.read()
 is_equal(bench.markdown(results), committed, "results.md is lms-bench's rendering of results.json")
+simulator = bench.simulated_results()
+bench.simulated_results = lambda: dict(simulator, settings=dict(results["settings"], LMS_PIECE_MB="64"))
+ok(f"(docs/benchmarks/sim.json). They ran with `LMS_PIECE_MB=64` where this run had {results['settings']['LMS_PIECE_MB']}.\n"
+   in bench.markdown(results), "where the simulator's rows ran with other settings, the report names them")
+bench.simulated_results = lambda: dict(simulator, settings=results["settings"])
+ok("They ran with" not in bench.markdown(results), "with the same settings, it says nothing of them")
+bench.simulated_results = lambda: simulator
 results["machine"]["bandwidth"].update({"bytes": 256 << 20, "d2h_gbps": 55.0,
                                         "d2h_past_waiting_copy_ms": [20.01, 24.9, 4.93]})
 said = bench.markdown(results)
