@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """tools/lms-timeline summary: each engine's busy share, the copies' bytes and rates, the time
 both copy engines ran at once, copies with no kernel, idle time and the host's waits, per
-window between kernels of a name; on a timeline made by hand, whose figures are known, and on
-one the simulated GPU writes for a run that swaps; clear errors for bad files and arguments."""
+window between kernels of a name; stalls: the stretches with no kernel, the kernel that ended
+each, and what the copies and the host did meanwhile; on timelines made by hand, whose figures
+are known, and on one the simulated GPU writes for a run that swaps; clear errors for bad files
+and arguments."""
 import gzip
 import json
 import os
@@ -15,7 +17,7 @@ from tools_tap import BUILD, done, is_equal, ok, plan, run, scratch, timeline_sl
 
 LMS_TIMELINE = os.path.join(BUILD, "tools", "lms-timeline")
 WORKLOAD = os.path.join(BUILD, "tests", "lms_workload")
-plan(14)
+plan(18)
 tmp = scratch()
 
 
@@ -62,6 +64,28 @@ code, out, err = run([LMS_TIMELINE, "summary", write("open.json", events, close=
 ok(code == 0 and "GPU 0: 1 window, the whole run" in out and "2.01 ms" in out,
    "an array a killed run left open is read; without --iteration the whole run is one window", out + err)
 
+# stalls: in each window no kernel runs from 400 us to the next window's "step" at 1000; the copy
+# in moves 0.6 of its 1 GB meanwhile (300 of its 500 us), the copy out all its 0.5 GB, and the
+# host waits 200 of the 600 us.
+code, out, err = run([LMS_TIMELINE, "stalls", hand, "--iteration", "step", "--last", "2"])
+stretch = ["    at 0.40 ms: no kernel for 0.60 ms, until step_kernel; copies in 0.60 GB, out 0.50 GB; host waits 33%",
+           "    in all: 0.60 ms, 60.0% of the window, in 1 stretch of at least 0.5 ms"]
+is_equal(out.splitlines(), ["GPU 0: 2 windows from kernels named like 'step'", "  from 0.00 ms (1.00 ms):"] + stretch
+         + ["  from 1.00 ms (1.00 ms):"] + stretch,
+         "stalls: each stretch without a kernel, the kernel that ends it, the copies' bytes and the host's waits in it"
+         + (f": {err}" if err else ""))
+# Kernels at 0-100 and 300-400 us, 200 us apart, a copy in of 0.3 GB over 50-350: a stretch of
+# 0.2 ms shows at --min-ms 0.2, with two thirds of the copy in it, and not at the default 0.5.
+gap = write("gap.json", [X(0, 0, "a", 0, 100), X(0, 0, "b", 300, 100), X(0, 1, "copy", 50, 300, 3 * 10**8)])
+code, out, err = run([LMS_TIMELINE, "stalls", gap, "--min-ms", "0.2"])
+is_equal(out.splitlines()[1:], ["  from 0.00 ms (0.40 ms):",
+                                "    at 0.10 ms: no kernel for 0.20 ms, until b; copies in 0.20 GB, out 0.00 GB; host waits 0%",
+                                "    in all: 0.20 ms, 50.0% of the window, in 1 stretch of at least 0.2 ms"],
+         "--min-ms 0.2: the stretch between two kernels, with the share of a copy that overlaps it" + (f": {err}" if err else ""))
+code, out, err = run([LMS_TIMELINE, "stalls", gap])
+ok(code == 0 and "in all: 0.00 ms, 0.0% of the window, in 0 stretches of at least 0.5 ms" in out,
+   "at the default 0.5 ms, none", out + err)
+
 # The simulated GPU's timeline of liblms's test program swapping under a 16 MiB device: its
 # copies both ways, every byte of them counted.
 env = {k: v for k, v in os.environ.items() if not k.startswith("LMS_")}
@@ -96,4 +120,6 @@ code, out, err = run([LMS_TIMELINE, "summary", hand, "--iteration", "nothing-lik
 ok(code == 2 and "'nothing-like-it'" in err and "found 0" in err, "a kernel name that starts no window", err)
 code, out, err = run([LMS_TIMELINE, "summary", hand, "--every", "2"])
 ok(code == 2 and "--every" in err and "--iteration" in err, "--every without --iteration", err)
+code, out, err = run([LMS_TIMELINE, "stalls", hand, "--min-ms", "0"])
+ok(code == 2 and "--min-ms 0: expected a number of milliseconds above 0" in err, "stalls --min-ms 0", err)
 done()
