@@ -111,6 +111,7 @@ static int replay(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
     for (uint64_t pass = 0; ok && pass < passes; pass++) {
         for (size_t u = 0; u < it->distinct; u++)
             r[u].cursor = 0;
+        const lms_plan_times *rule = times && times->from_cycle && pass < m->first ? NULL : times;
         for (uint64_t s = 0; ok && s < it->length; s++) {
             uint64_t now = pass * it->length + s;
             for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
@@ -127,7 +128,7 @@ static int replay(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
                     ok = lms_heap_push(&resident, &v->node);
                 }
             }
-            used = evict_victims(plan, r, &resident, &walk, bytes, used, now, it->length, times, m, &fingerprint);
+            used = evict_victims(plan, r, &resident, &walk, bytes, used, now, it->length, rule, m, &fingerprint);
             for (size_t i = it->first[s]; ok && i < it->first[s + 1]; i++) {
                 size_t u = lms_idmap_find(&it->by_id, it->ids[i])->value;
                 const lms_iteration_uses *uses = &it->uses[u];
@@ -154,11 +155,13 @@ int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes
     lms_plan_free(plan);
     plan->capacity = capacity;
     /* Without a cycle (or with times: see plan.h), the second iteration's evictions, every
-     * iteration. */
+     * iteration; from_cycle, those of the first of Belady's cycle. */
     marks m = { .first = 1, .period = 1, .id_count = it->id_count ? it->id_count : 1 };
     int ok = 1;
-    if (!times)
+    if (!times || times->from_cycle)
         ok = replay(plan, it, bytes, NULL, &m); /* finds the cycle */
+    if (times)
+        m.period = 1;
     plan->period = m.period;
     ok = ok && (m.evicts = plan->evicts = calloc(m.period * m.id_count, 1)) && replay(plan, it, bytes, times, &m);
     if (!ok) {

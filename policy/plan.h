@@ -42,13 +42,23 @@
  * last use, the one needed furthest ahead. Belady's victim is often one whose last use has
  * just been queued: the restore that waits for its room then waits for its copy out too, and
  * the kernel for both. One idle long enough frees the room in time, though it may be needed
- * sooner and move more bytes: lookahead times both kinds of plan and keeps the faster. */
+ * sooner and move more bytes: lookahead times both kinds of plan and keeps the faster.
+ *
+ * Which iteration's evictions such a plan keeps matters too. The second from an empty device
+ * starts from what the rule's first left resident, which no later iteration does; with
+ * from_cycle the replay runs Belady's choice up to the first iteration of Belady's cycle and
+ * keeps that one's evictions, chosen by the rule from the residents Belady's choice settles
+ * on. Neither is better everywhere: on the simulated H100 (128 MiB pieces, 2026-11-27), with
+ * victims idle for a copy's time, from_cycle ran cifar10_full at 2x 1.1 % faster and unet3d
+ * at 208^3 1.9 %, and cifar10_full at 1.1x 6.2 % slower; lookahead times both. */
 typedef struct lms_plan_times {
     const uint64_t *end_ns;  /* per position: when its step ends, from the iteration's start,
                                 with no step waiting; end_ns[length - 1] is the iteration's
                                 duration */
     double copy_ns_per_byte; /* a copy between host and device, one way */
     double idle_copies;      /* idle long enough: for this many copies of the victim's bytes */
+    int from_cycle;          /* keep the evictions of the first iteration of Belady's cycle,
+                                not the second from an empty device (above) */
 } lms_plan_times;
 
 typedef struct lms_plan {

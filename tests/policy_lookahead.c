@@ -1121,7 +1121,7 @@ static void test_plan_victims(void)
     const double idle_copies[3] = { 0, 1, 2 };
     for (int k = 0; k < 3; k++) {
         lms_plan p = { 0 };
-        lms_plan_times times = { ends, 0.15, idle_copies[k] };
+        lms_plan_times times = { ends, 0.15, idle_copies[k], 0 };
         if (!lms_plan_make(&p, &it, bytes, 400, k ? &times : NULL))
             bail_out("no plan");
         plan_evictions(&it, &p, said[k], sizeof said[k]);
@@ -1130,6 +1130,38 @@ static void test_plan_victims(void)
     is_str(said[0], "5@1 1@4 / 4@3", "Belady's plan: 5 after step 1 and 1 after step 4, then 4 after step 3");
     is_str(said[1], "2@0", "victims idle for one copy: 2 after step 0, every iteration");
     is_str(said[2], "5@1 3@2 1@4", "victims idle for two: three evictions");
+    lms_iteration_clear(&it);
+}
+
+/* A timed plan keeps one iteration's evictions, every iteration; which iteration decides how
+ * many. Four allocations, room for three, steps {2, 1} {4} {1, 3} {3, 1} of 10 ns each, a copy
+ * out 15 ns. Belady's plan evicts 2 after step 0 and 3 after step 3, then 4 after step 1, in a
+ * cycle of two iterations: three restores in two. From an empty device, victims idle for a
+ * copy's time leave 1, 4 and 3 resident after the first iteration; the second evicts 4 to bring
+ * 2 back (3 has not been idle that long), then 3 for 4 and 2 for 3: three restores, every
+ * iteration. From the first iteration of Belady's cycle, which begins with 1, 2 and 3 resident,
+ * the same rule evicts 3 for 4 and 2 for 3: 1 and 4 stay, and two are restored an iteration. */
+static void test_plan_from_cycle(void)
+{
+    lms_iteration it = { 0 };
+    const lms_alloc_id loop[4][2] = { { 2, 1 }, { 4 }, { 1, 3 }, { 3, 1 } };
+    for (int i = 0; i < 4; i++)
+        lms_iteration_add_step(&it, loop[i], loop[i][1] ? 2 : 1);
+    if (!lms_iteration_index(&it))
+        bail_out("cannot index the loop");
+    uint64_t bytes[4] = { 100, 100, 100, 100 }, ends[4] = { 10, 20, 30, 40 };
+    char said[3][64];
+    for (int k = 0; k < 3; k++) {
+        lms_plan p = { 0 };
+        lms_plan_times times = { ends, 0.15, 1, k == 2 };
+        if (!lms_plan_make(&p, &it, bytes, 300, k ? &times : NULL))
+            bail_out("no plan");
+        plan_evictions(&it, &p, said[k], sizeof said[k]);
+        lms_plan_free(&p);
+    }
+    is_str(said[0], "2@0 3@3 / 4@1", "Belady's plan: 2 and 3, then 4, in a cycle of two iterations");
+    is_str(said[1], "2@0 4@1 3@3", "victims idle for a copy, from the second iteration: 2, 4 and 3");
+    is_str(said[2], "2@0 3@3", "from the first of Belady's cycle: 2 and 3, every iteration");
     lms_iteration_clear(&it);
 }
 
@@ -1360,7 +1392,7 @@ static void test_cost(void)
     for (size_t t = 0; t < iter.steps; t++)
         ends[t] = 1000 * (t + 1);
     lms_plan p = { 0 };
-    lms_plan_times times = { ends, 1e-3, 1 };
+    lms_plan_times times = { ends, 1e-3, 1, 0 };
     uint64_t t0 = now_ns();
     int made = lms_plan_make(&p, &it, bytes, total * 2 / 5, &times);
     diag("its plan with times, victims idle for a copy's time: made in %.1f ms", (now_ns() - t0) / 1e6);
@@ -1376,7 +1408,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(58);
+    plan(61);
     test_names();
     test_lru_until_learned();
     test_cycle();
@@ -1391,6 +1423,7 @@ int main(void)
     test_plan_cycle();
     test_plan_training();
     test_plan_victims();
+    test_plan_from_cycle();
     test_plan_timed();
     test_plan_timed_cycle();
     test_plan_without_room();
