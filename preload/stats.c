@@ -136,8 +136,12 @@ static struct {
     _Atomic bool printed;
 } P = { .fd = STDERR_FILENO, .rank = -1 };
 
+/* The whole report fits (16 devices with every figure at its longest take 8.3 KiB), so that it
+ * goes out in one write(2): another process writing to the same terminal, file or pipe (a rank
+ * of the same job) comes before or after it, not between its lines. A pipe keeps writes whole
+ * up to 4 KiB; one device's JSON report is about 750 bytes. */
 typedef struct text {
-    char buffer[1024];
+    char buffer[16 << 10];
     size_t len;
 } text;
 
@@ -294,7 +298,8 @@ void lms_stats_print(void)
     uint64_t evictions = 0;
     for (size_t i = 0; i < REASONS; i++)
         evictions += S.evictions[i];
-    text t = { .len = 0 };
+    static text t; /* not on the stack: a signal may run this on a small alternate stack; it
+                      runs once (P.printed) */
     if (lms_opt.STATS.value == LMS_STATS_JSON) print_json(&t, evictions);
     else print_table(&t, evictions, lms_stats_now() - P.start_ns);
     flush(&t);
