@@ -1102,6 +1102,41 @@ static void plan_evictions(const lms_iteration *it, const lms_plan *p, char *out
     }
 }
 
+/* A candidate's rule (plan.h): Belady's where idle_copies is 0. */
+typedef struct plan_rule {
+    double idle_copies;
+    int from_cycle;
+} plan_rule;
+
+/* The plans, as plan_evictions says them, of a loop of `steps` steps of one or two allocations
+ * of 100 bytes each (a second id of 0: none), each step taking 10 ns and a copy out 15, in
+ * room for `capacity` bytes: one per rule. */
+static void loop_plans(const lms_alloc_id (*loop)[2], size_t steps, uint64_t capacity, const plan_rule *rules,
+                       size_t count, char (*said)[64])
+{
+    lms_iteration it = { 0 };
+    uint64_t bytes[8], ends[8];
+    if (steps > 8)
+        bail_out("a loop of more than 8 steps");
+    for (size_t s = 0; s < steps; s++) {
+        lms_iteration_add_step(&it, loop[s], loop[s][1] ? 2 : 1);
+        ends[s] = 10 * (s + 1);
+    }
+    if (!lms_iteration_index(&it) || it.distinct > 8)
+        bail_out("cannot index the loop");
+    for (size_t u = 0; u < it.distinct; u++)
+        bytes[u] = 100;
+    for (size_t k = 0; k < count; k++) {
+        lms_plan p = { 0 };
+        lms_plan_times times = { ends, 0.15, rules[k].idle_copies, rules[k].from_cycle };
+        if (!lms_plan_make(&p, &it, bytes, capacity, rules[k].idle_copies > 0 ? &times : NULL))
+            bail_out("no plan");
+        plan_evictions(&it, &p, said[k], sizeof said[k]);
+        lms_plan_free(&p);
+    }
+    lms_iteration_clear(&it);
+}
+
 /* The replay itself, on the loop below from step 0, each step taking 10 ns and a copy out 15.
  * Five allocations in room for four: Belady's plan evicts 5 after step 1 and 1 after step 4,
  * then 4 after step 3, in a cycle of two iterations (three restores in two, as Belady's choice
@@ -1110,27 +1145,13 @@ static void plan_evictions(const lms_iteration *it, const lms_plan *p, char *out
  * copies' time, few are idle enough and the plan evicts more. */
 static void test_plan_victims(void)
 {
-    lms_iteration it = { 0 };
     const lms_alloc_id loop[5][2] = { { 5, 2 }, { 5 }, { 4, 3 }, { 4 }, { 1 } };
-    for (int i = 0; i < 5; i++)
-        lms_iteration_add_step(&it, loop[i], loop[i][1] ? 2 : 1);
-    if (!lms_iteration_index(&it))
-        bail_out("cannot index the loop");
-    uint64_t bytes[5] = { 100, 100, 100, 100, 100 }, ends[5] = { 10, 20, 30, 40, 50 };
+    const plan_rule rules[3] = { { 0, 0 }, { 1, 0 }, { 2, 0 } };
     char said[3][64];
-    const double idle_copies[3] = { 0, 1, 2 };
-    for (int k = 0; k < 3; k++) {
-        lms_plan p = { 0 };
-        lms_plan_times times = { ends, 0.15, idle_copies[k], 0 };
-        if (!lms_plan_make(&p, &it, bytes, 400, k ? &times : NULL))
-            bail_out("no plan");
-        plan_evictions(&it, &p, said[k], sizeof said[k]);
-        lms_plan_free(&p);
-    }
+    loop_plans(loop, 5, 400, rules, 3, said);
     is_str(said[0], "5@1 1@4 / 4@3", "Belady's plan: 5 after step 1 and 1 after step 4, then 4 after step 3");
     is_str(said[1], "2@0", "victims idle for one copy: 2 after step 0, every iteration");
     is_str(said[2], "5@1 3@2 1@4", "victims idle for two: three evictions");
-    lms_iteration_clear(&it);
 }
 
 /* A timed plan keeps one iteration's evictions, every iteration; which iteration decides how
@@ -1143,26 +1164,13 @@ static void test_plan_victims(void)
  * the same rule evicts 3 for 4 and 2 for 3: 1 and 4 stay, and two are restored an iteration. */
 static void test_plan_from_cycle(void)
 {
-    lms_iteration it = { 0 };
     const lms_alloc_id loop[4][2] = { { 2, 1 }, { 4 }, { 1, 3 }, { 3, 1 } };
-    for (int i = 0; i < 4; i++)
-        lms_iteration_add_step(&it, loop[i], loop[i][1] ? 2 : 1);
-    if (!lms_iteration_index(&it))
-        bail_out("cannot index the loop");
-    uint64_t bytes[4] = { 100, 100, 100, 100 }, ends[4] = { 10, 20, 30, 40 };
+    const plan_rule rules[3] = { { 0, 0 }, { 1, 0 }, { 1, 1 } };
     char said[3][64];
-    for (int k = 0; k < 3; k++) {
-        lms_plan p = { 0 };
-        lms_plan_times times = { ends, 0.15, 1, k == 2 };
-        if (!lms_plan_make(&p, &it, bytes, 300, k ? &times : NULL))
-            bail_out("no plan");
-        plan_evictions(&it, &p, said[k], sizeof said[k]);
-        lms_plan_free(&p);
-    }
+    loop_plans(loop, 4, 300, rules, 3, said);
     is_str(said[0], "2@0 3@3 / 4@1", "Belady's plan: 2 and 3, then 4, in a cycle of two iterations");
     is_str(said[1], "2@0 4@1 3@3", "victims idle for a copy, from the second iteration: 2, 4 and 3");
     is_str(said[2], "2@0 3@3", "from the first of Belady's cycle: 2 and 3, every iteration");
-    lms_iteration_clear(&it);
 }
 
 /* Steps {5, 2}, {5}, {4, 3}, {4}, {1} in room for four. Each step takes 10 ns and a copy out
