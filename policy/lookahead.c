@@ -59,8 +59,8 @@ enum state { LEARNING, RECORDING, KNOWN };  /* LEARNING is 0: where a policy sta
  * its bytes, in the second iteration from an empty device or from Belady's cycle (plan.h).
  * Measured on the simulated H100: which wins depends on the run (1 at cifar10_full 1.1x, 0.5
  * at 1.2x, Belady's at 1.45x; 1 from Belady's cycle at 2x and unet3d 208^3), so each run
- * times them all. The third made the trial of the plans 2-3 iterations longer: it keeps its
- * plan 18-20 iterations from the start. */
+ * times them all. The third, from Belady's cycle, made the trial 2-3 iterations longer: in
+ * bench-sim's runs it keeps its plan 18-20 iterations from the start. */
 static const struct idle_rule {
     double copies;
     int from_cycle;
