@@ -504,8 +504,8 @@ static int make_plan(lookahead *lk, size_t capacity)
         if (e->uses)
             bytes[e->uses - lk->iteration.uses] = e->bytes;
     size_t as = planned_as(lk);
-    const lms_plan_times times = { lk->end_ns, lk->copy_ns_per_byte, as ? IDLE_RULES[as - 1].copies : 0,
-                                   as ? IDLE_RULES[as - 1].from_cycle : 0 };
+    const struct idle_rule rule = as ? IDLE_RULES[as - 1] : (struct idle_rule){ 0, 0 };
+    const lms_plan_times times = { lk->end_ns, lk->copy_ns_per_byte, rule.copies, rule.from_cycle };
     int made = lms_plan_make(&lk->plan, &lk->iteration, bytes, capacity, as ? &times : NULL);
     lk->plan_from = iteration_of(lk, lk->record);
     free(bytes);
