@@ -251,6 +251,8 @@ void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes
 
 bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx)
 {
+    if (op->u.launch.kernel->generation != op->u.launch.generation)
+        return true;
     launch_cost lc;
     cost_of(op, &lc);
     for (int i = 0; i < lc.count; i++) {

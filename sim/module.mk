@@ -32,7 +32,7 @@ INSTALL_SIM += $(SIM_LIB)
 # The simulator's own tests. Each links the simulator directly (rpath: no other libcuda is found),
 # except sim_loading, which finds it the way cudart does.
 SIM_TEST_NAMES := access capture contexts copies devices driver_memory faults graphs kernel_reach kernels loading memops memory \
-                  modules per_thread pointers streams timing timing_only vmm
+                  modules per_thread pointers streams timing timing_only unmap_in_flight vmm
 SIM_TESTS := $(SIM_TEST_NAMES:%=$(BUILD)/tests/sim_%.t)
 
 # tests/module.mk, included after this file, names $(BUILD)/tests/tap.o TAP_OBJ.

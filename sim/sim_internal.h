@@ -337,6 +337,10 @@ void cd_op_free_locked(cd_op *op);
 /* Whether the memory a copy or memset touches is usable by the devices it runs for
  * (cd_range_usable_locked); true for other operations. */
 bool cd_op_memory_usable_locked(const cd_op *op);
+/* Checks again the device work that the worker threads have finished but virtual time still
+ * has running, after memory was unmapped or lost its access: what may no longer touch its
+ * memory faults its context, as on the GPU. */
+void cd_running_recheck_locked(void);
 void cd_event_unref_locked(cd_event *event);
 
 /* Streams that _ptds/_ptsz entry points run on: set around each such call (per_thread.c), it
@@ -458,7 +462,8 @@ void cd_timeline_host_wait(sim_ns from, sim_ns until);
 bool cd_expand_path(const char *path, char *out, size_t size);
 /* Whether a queued launch may run on ctx: the span its cost function gives each pointer it
  * moves bytes through (its first byte, without an extent) must be memory ctx's kernels may
- * touch (cd_kernel_may_touch_locked). */
+ * touch (cd_kernel_may_touch_locked). A launch of a kernel unloaded since may: unloading
+ * waited for it. */
 bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx);
 
 /* Runs a stream memory operation (memops.c) on its stream's worker, without the lock: a wait

@@ -18,6 +18,7 @@
  * Every wait in the simulator, a worker's or a caller's, is on the one condition cd.progress. */
 #include "sim/sim_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,25 +174,103 @@ static bool is_device_work(cd_op_kind kind)
     return kind == CD_OP_KERNEL || kind == CD_OP_COPY || kind == CD_OP_MEMSET || kind == CD_OP_MEMOP;
 }
 
-/* Whether a queued operation may still touch its memory when its turn comes: memory may have
- * been unmapped or lost its access since it was queued (cuMemUnmap is not ordered against
- * queued work), and a kernel may use memory its device cannot reach. Then it faults as on the
- * GPU: it does nothing, and the context is unusable from then on. Kernels are checked through
- * the pointers their cost functions price; what else they touch is not seen (in execute
- * mode, touching unmapped memory crashes them). */
+/* Whether an operation may touch its memory, as things stand: memory may have been unmapped or
+ * lost its access since it was queued (cuMemUnmap is not ordered against queued work), and a
+ * kernel may use memory its device cannot reach. Kernels are checked through the pointers
+ * their cost functions price; what else they touch is not seen (in execute mode, touching
+ * unmapped memory crashes them). */
+static bool usable_locked(const cd_op *op, const cd_ctx *ctx)
+{
+    return op->kind == CD_OP_KERNEL ? cd_kernel_reaches_locked(op, ctx) : cd_op_memory_usable_locked(op);
+}
+
+static const char *kind_name(cd_op_kind kind)
+{
+    return kind == CD_OP_KERNEL ? "kernel" : kind == CD_OP_COPY ? "copy" : kind == CD_OP_MEMOP ? "memory operation"
+                                                                                                : "memset";
+}
+
+/* Whether a queued operation may still touch its memory when its turn comes. Where it may not,
+ * it faults as on the GPU: it does nothing, and the context is unusable from then on. */
 static bool may_run_locked(const cd_op *op, const cd_stream *s)
 {
-    if (op->kind == CD_OP_KERNEL ? cd_kernel_reaches_locked(op, s->ctx)
-                                 : cd_op_memory_usable_locked(op))
+    if (usable_locked(op, s->ctx))
         return true;
-    cd_fault_locked(s->ctx, op->kind == CD_OP_KERNEL ? "a queued kernel uses memory its device cannot reach"
-                    : op->kind == CD_OP_COPY ? "a queued copy touched memory unmapped or without "
-                                               "access since it was queued"
-                    : op->kind == CD_OP_MEMOP ? "a queued memory operation touched memory unmapped or "
-                                                "without access since it was queued"
-                                             : "a queued memset touched memory unmapped or without "
-                                               "access since it was queued");
+    char what[160];
+    snprintf(what, sizeof what, op->kind == CD_OP_KERNEL ? "a queued kernel uses memory its device cannot reach"
+                                                         : "a queued %s touched memory unmapped or without access "
+                                                           "since it was queued",
+             kind_name(op->kind));
+    cd_fault_locked(s->ctx, what);
     return false;
+}
+
+/* ---- work still running in virtual time ----
+ *
+ * A worker thread finishes an operation when it gets to it in real time, mostly long before
+ * the timeline ends it. On the GPU it runs until then, and memory unmapped, or whose access is
+ * taken away, meanwhile faults it just the same. So finished device work is kept, with its
+ * context, until the host's clock passes its end, and cuMemUnmap and cuMemSetAccess check it
+ * again (cd_running_recheck_locked): a program that unmaps before waiting for the work (an
+ * event) gets the fault it would get on the GPU. */
+typedef struct running_op {
+    cd_op *op;
+    cd_ctx *ctx;
+} running_op;
+
+static running_op *running;
+static size_t running_count, running_cap;
+
+/* Frees what has ended by the host's clock, or can fault no more. */
+static void prune_running_locked(void)
+{
+    sim_ns now = cd_host_now();
+    size_t kept = 0;
+    for (size_t i = 0; i < running_count; i++) {
+        running_op r = running[i];
+        if (r.op->vt_end > now && r.ctx->alive && r.ctx->sticky_error == CUDA_SUCCESS)
+            running[kept++] = r;
+        else
+            cd_op_free_locked(r.op);
+    }
+    running_count = kept;
+}
+
+/* Takes op, finished by its worker (done: it touched its memory), and keeps it while the
+ * timeline has it running. */
+static void retire_op_locked(cd_op *op, cd_ctx *ctx, bool done)
+{
+    if (done && is_device_work(op->kind) && op->vt_end > cd_host_now()) {
+        if (running_count == running_cap)
+            prune_running_locked();
+        if (running_count == running_cap) {
+            size_t cap = running_cap ? 2 * running_cap : 64;
+            running_op *grown = realloc(running, cap * sizeof *grown);
+            if (grown) {
+                running = grown;
+                running_cap = cap;
+            }
+        }
+        if (running_count < running_cap) {
+            running[running_count++] = (running_op){ op, ctx };
+            return;
+        }
+    }
+    cd_op_free_locked(op); /* out of memory, the rare case: unchecked from here, never wrongly faulted */
+}
+
+void cd_running_recheck_locked(void)
+{
+    prune_running_locked();
+    for (size_t i = 0; i < running_count; i++) {
+        running_op r = running[i];
+        if (r.ctx->sticky_error == CUDA_SUCCESS && !usable_locked(r.op, r.ctx)) {
+            char what[160];
+            snprintf(what, sizeof what, "a %s still running in virtual time lost memory it uses (unmapped, or its "
+                     "access taken away): nothing waited for it", kind_name(r.op->kind));
+            cd_fault_locked(r.ctx, what);
+        }
+    }
 }
 
 /* A destroyed stream whose work is done leaves its context; its work's end is remembered there,
@@ -247,7 +326,7 @@ static void *worker(void *arg)
             s->tail = NULL;
         if (op->kind == CD_OP_KERNEL)
             cd_kernel_queued_locked(op, false);
-        cd_op_free_locked(op);
+        retire_op_locked(op, s->ctx, done);
         s->completed++;
         pthread_cond_broadcast(&cd.progress);
     }

@@ -412,6 +412,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         cd_region_remove_locked(m);
         drop_physical_if_unused(p);
     }
+    if (valid)
+        cd_running_recheck_locked();
     pthread_mutex_unlock(&cd.lock);
     return valid ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -455,6 +457,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
         protect(m);
         at += m->size;
     }
+    if (result == CUDA_SUCCESS)
+        cd_running_recheck_locked();
     pthread_mutex_unlock(&cd.lock);
     return result;
 }
