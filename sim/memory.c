@@ -384,7 +384,9 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 }
 
 /* Waits for the device first, as the real driver does, which makes the call potentially unsafe
- * during a capture; without a context nothing can be queued, so there is nothing to wait for. */
+ * during a capture; without a context nothing can be queued, so there is nothing to wait for.
+ * A fault of the work waited for is the call's result, as cuMemFree's: the caller then does
+ * nothing. */
 static CUresult wait_for_device(const char *call)
 {
     cd_ctx *ctx;
@@ -393,7 +395,7 @@ static CUresult wait_for_device(const char *call)
     bool has_ctx = cd_current_ctx_locked(&ctx) == CUDA_SUCCESS;
     pthread_mutex_unlock(&cd.lock);
     if (result == CUDA_SUCCESS && has_ctx)
-        cd_ctx_synchronize(ctx);
+        result = cd_ctx_synchronize(ctx);
     return result;
 }
 
