@@ -15,6 +15,7 @@
  * driver does by default), and the driver then holds device memory for it (code, local
  * memory) until the kernel is unloaded or the context goes: a launch on a full device fails
  * with OUT_OF_MEMORY. */
+#include "sim/regions.h"
 #include "sim/sim_internal.h"
 
 #include <stdlib.h>
@@ -249,10 +250,31 @@ void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes
     }
 }
 
+/* A kernel without a cost function says nothing of what it reaches. A pointer-sized parameter
+ * whose value lies in device memory (cuMemAlloc's, or a VMM reservation) is taken for a
+ * pointer it uses, at its first byte; any other value may be a size or a double, and is not
+ * checked. */
+static bool pointer_parameters_reach_locked(const cd_op *op, const cd_ctx *ctx)
+{
+    const struct cd_kernel *k = op->u.launch.kernel;
+    for (int i = 0; i < k->param_count; i++) {
+        uintptr_t p;
+        if (k->sizes[i] != sizeof p)
+            continue;
+        memcpy(&p, op->u.launch.args + k->offsets[i], sizeof p);
+        if (cd_region_find_locked(p, REGION_MASK(REGION_ALLOC) | REGION_MASK(REGION_RESERVED)) &&
+            !cd_kernel_may_touch_locked(p, 1, ctx))
+            return false;
+    }
+    return true;
+}
+
 bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx)
 {
     if (op->u.launch.kernel->generation != op->u.launch.generation)
         return true;
+    if (!op->u.launch.kernel->cost)
+        return pointer_parameters_reach_locked(op, ctx);
     launch_cost lc;
     cost_of(op, &lc);
     for (int i = 0; i < lc.count; i++) {

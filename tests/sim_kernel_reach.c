@@ -47,10 +47,13 @@ static void wait_for_go(void *arg)
         sleep_ms(1);
 }
 
+/* What the kernel's cost function says of its reach. */
+typedef enum reach { EXTENT, NO_EXTENT, NO_COST_FUNCTION } reach;
+
 typedef struct scenario {
     const char *mode;  /* LMS_SIM_EXECUTE */
     int unmap;         /* the handle unmapped while the kernel is queued: 0, 1; -1 none */
-    bool with_extent;  /* the cost function gives the extent */
+    reach cost;
 } scenario;
 
 /* Child exit statuses. */
@@ -67,7 +70,8 @@ static void run(void *arg)
     sim_setup(64 << 20);
     const size_t sizes[] = {sizeof(void *), sizeof(size_t)};
     CUkernel kernel = sim_register_kernel("fill", fill, 2, sizes);
-    sim_set_kernel_cost(kernel, sc->with_extent ? fill_cost : fill_cost_without_extent);
+    if (sc->cost != NO_COST_FUNCTION)
+        sim_set_kernel_cost(kernel, sc->cost == EXTENT ? fill_cost : fill_cost_without_extent);
 
     CUdeviceptr va;
     CUmemGenericAllocationHandle handles[2];
@@ -116,11 +120,12 @@ static const char *ending(int how)
 
 int main(void)
 {
-    plan(8);
+    plan(12);
     const char *modes[] = {"execute", "timing-only"};
     for (int m = 0; m < 2; m++) {
-        scenario second = {modes[m], 1, true}, first = {modes[m], 0, true}, none = {modes[m], -1, true},
-                 unknown = {modes[m], -1, false};
+        scenario second = {modes[m], 1, EXTENT}, first = {modes[m], 0, EXTENT}, none = {modes[m], -1, EXTENT},
+                 unknown = {modes[m], -1, NO_EXTENT}, costless = {modes[m], 0, NO_COST_FUNCTION},
+                 costless_mapped = {modes[m], -1, NO_COST_FUNCTION};
         int how = tap_run_in_child(run, &second);
         is_int(how, -(FAULTED + 1), "%s: a kernel over two handles, the second unmapped while it was queued: "
                "ILLEGAL_ADDRESS, sticky (%s)", modes[m], ending(how));
@@ -132,6 +137,12 @@ int main(void)
         how = tap_run_in_child(run, &unknown);
         is_int(how, -(RAN + 1), "%s: a cost function without extents, its bytes priced twice over: "
                "no fault past the mapping (%s)", modes[m], ending(how));
+        how = tap_run_in_child(run, &costless);
+        is_int(how, -(FAULTED + 1), "%s: no cost function, the handle its pointer names unmapped: "
+               "ILLEGAL_ADDRESS, sticky (%s)", modes[m], ending(how));
+        how = tap_run_in_child(run, &costless_mapped);
+        is_int(how, -(RAN + 1), "%s: no cost function, both mapped: it runs, its size not taken for a pointer (%s)",
+               modes[m], ending(how));
     }
     return exit_status();
 }

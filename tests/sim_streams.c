@@ -3,6 +3,7 @@
 #include "tests/sim_testing.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -26,20 +27,35 @@ static bool flag_is_set(void)
     return set;
 }
 
-/* store_into(out, delay_ms): sleeps, then writes 1 to *out, which the host unmaps meanwhile.
- * Its write is meant to fault, racing the unmap: that race is what the test is about, so
- * ThreadSanitizer does not watch this kernel. */
+/* store_into(out, delay_ms): says it has started, sleeps, then writes 1 to *out, which the host
+ * unmaps meanwhile. Its write is meant to fault, racing the unmap: that race is what the test
+ * is about, so ThreadSanitizer does not watch this kernel. */
+static atomic_int store_started, store_go;
+
 __attribute__((no_sanitize("thread"))) static void store_into(const sim_launch *launch)
 {
     int *out = *(int **)launch->params[0];
+    atomic_store(&store_started, 1);
     sleep_ms(*(int *)launch->params[1]);
     *out = 1;
 }
 
-/* In a child: a kernel queued on mapped memory that is unmapped before it runs. */
-static void unmap_under_queued_kernel(void *arg)
+static void wait_for_store_go(void *unused)
 {
-    (void)arg;
+    (void)unused;
+    while (!atomic_load(&store_go))
+        sleep_ms(1);
+}
+
+enum { FAULTED = 7 };
+
+/* In a child: a kernel on mapped memory that is unmapped before it runs (queued: behind a host
+ * function that waits for the unmap), or while it runs. Queued, it faults when its turn comes,
+ * as on the GPU: exit status FAULTED. Running, its store dies of SIGSEGV: a fault in the
+ * middle of a kernel, which the simulator cannot turn into an error code. */
+static void unmap_under_kernel(void *arg)
+{
+    bool queued = *(const bool *)arg;
     sim_setup(64 << 20);
     const size_t sizes[] = {sizeof(int *), sizeof(int)};
     CUfunction store = (CUfunction)sim_register_kernel("store_into", store_into, 2, sizes);
@@ -54,22 +70,33 @@ static void unmap_under_queued_kernel(void *arg)
     CHECK_CU(cuMemCreate(&handle, 2 << 20, &prop, 0));
     CHECK_CU(cuMemMap(va, 2 << 20, 0, handle, 0));
     CHECK_CU(cuMemSetAccess(va, 2 << 20, &access, 1));
+    if (queued)
+        CHECK_CU(cuLaunchHostFunc(stream, wait_for_store_go, NULL));
     int delay_ms = 200;
     void *params[] = {&va, &delay_ms};
     CHECK_CU(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
-    if (cuMemUnmap(va, 2 << 20) != CUDA_SUCCESS) /* not ordered against the queued kernel */
+    while (!queued && !atomic_load(&store_started))
+        sleep_ms(1);
+    if (cuMemUnmap(va, 2 << 20) != CUDA_SUCCESS) /* not ordered against the kernel */
         _exit(3);
-    cuStreamSynchronize(stream);
-    _exit(0); /* the kernel should have faulted first */
+    atomic_store(&store_go, 1);
+    CUdeviceptr later;
+    _exit(cuStreamSynchronize(stream) == CUDA_ERROR_ILLEGAL_ADDRESS &&
+                  cuMemAlloc_v2(&later, 16) == CUDA_ERROR_ILLEGAL_ADDRESS
+              ? FAULTED
+              : 0);
 }
 
 int main(void)
 {
-    plan(32);
+    plan(33);
 
     /* First, while this process has no threads: a TSan child must not inherit any. */
-    is_int(tap_run_in_child(unmap_under_queued_kernel, NULL), SIGSEGV,
-           "a kernel queued on memory unmapped before it runs dies of SIGSEGV");
+    bool queued = true, running = false;
+    is_int(tap_run_in_child(unmap_under_kernel, &queued), -(FAULTED + 1),
+           "a kernel queued on memory unmapped before it runs: ILLEGAL_ADDRESS, sticky");
+    is_int(tap_run_in_child(unmap_under_kernel, &running), SIGSEGV,
+           "a kernel running on memory unmapped under it dies of SIGSEGV");
 
     setenv("LMS_SIM_LOG", "/dev/null", 1); /* the fault at the end is logged */
     sim_setup(64 << 20);

@@ -2,7 +2,6 @@
 #include "tests/sim_int_kernels.h"
 #include "tests/sim_testing.h"
 
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -69,7 +68,19 @@ static void copy_handle(CUmemGenericAllocationHandle to, CUdeviceptr at, CUmemGe
     CHECK_CU(cuMemUnmap(scratch, GRAIN));
 }
 
-/* Children: a kernel touching reserved memory that is unmapped, or mapped without access. */
+/* Children: a kernel given a pointer to reserved memory that is unmapped, or mapped without
+ * access. It faults before it touches it, as on the GPU: exit status FAULTED when the context
+ * says so, and keeps saying it. */
+enum { FAULTED = 7 };
+
+static void exit_faulted_or_not(void)
+{
+    CUdeviceptr later;
+    _exit(cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS && cuMemAlloc_v2(&later, 16) == CUDA_ERROR_ILLEGAL_ADDRESS
+              ? FAULTED
+              : 0);
+}
+
 static void touch_unmapped(void *arg)
 {
     (void)arg;
@@ -77,8 +88,7 @@ static void touch_unmapped(void *arg)
     CUdeviceptr va;
     CHECK_CU(cuMemAddressReserve(&va, GRAIN, 0, 0, 0));
     CHECK_CU(launch_store(va + 10, 1));
-    cuCtxSynchronize();
-    _exit(0);
+    exit_faulted_or_not();
 }
 
 static void touch_without_access(void *arg)
@@ -91,8 +101,7 @@ static void touch_without_access(void *arg)
     CHECK_CU(cuMemCreate(&h, GRAIN, &on_device, 0));
     CHECK_CU(cuMemMap(va, GRAIN, 0, h, 0));
     CHECK_CU(launch_store(va + 10, 1));
-    cuCtxSynchronize();
-    _exit(0);
+    exit_faulted_or_not();
 }
 
 static CUmemGenericAllocationHandle create_filled(CUdeviceptr scratch_va, unsigned char fill)
@@ -111,10 +120,10 @@ int main(void)
     plan(35);
 
     /* First, while this process has no threads: a TSan child must not inherit any. */
-    is_int(tap_run_in_child(touch_unmapped, NULL), SIGSEGV,
-           "a kernel touching reserved, unmapped memory dies of SIGSEGV");
-    is_int(tap_run_in_child(touch_without_access, NULL), SIGSEGV,
-           "a kernel touching memory mapped without access dies of SIGSEGV");
+    is_int(tap_run_in_child(touch_unmapped, NULL), -(FAULTED + 1),
+           "a kernel given a pointer to reserved, unmapped memory: ILLEGAL_ADDRESS, sticky");
+    is_int(tap_run_in_child(touch_without_access, NULL), -(FAULTED + 1),
+           "a kernel given a pointer to memory mapped without access: ILLEGAL_ADDRESS, sticky");
 
     setup();
     size_t granularity = 0;
