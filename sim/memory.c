@@ -176,7 +176,9 @@ static CUresult alloc_device_locked(CUdeviceptr *dptr, size_t size, cd_ctx *ctx,
 {
     void *p = NULL;
     CUresult result = CUDA_SUCCESS;
-    if (size > cd_device_free_locked(ctx->device) || !(p = map_anonymous(size, PROT_READ | PROT_WRITE)))
+    /* Timing-only, nothing of the simulator touches device memory: the CPU may not either. */
+    int prot = cd.timing_only ? PROT_NONE : PROT_READ | PROT_WRITE;
+    if (size > cd_device_free_locked(ctx->device) || !(p = map_anonymous(size, prot)))
         result = CUDA_ERROR_OUT_OF_MEMORY;
     else if (!cd_region_add_locked((region){.kind = REGION_ALLOC, .base = (uintptr_t)p, .size = size,
                                            .device = ctx->device, .ctx = owner, .pool = !owner})) {

@@ -55,11 +55,12 @@ static bool in_use(const region *m)
     return false;
 }
 
-/* Sets a mapping's protection to what the threads of the process may do with it now. */
+/* Sets a mapping's protection to what the threads of the process may do with it now. Device
+ * work that touches nothing (timing-only) opens nothing. */
 static void protect(region *m)
 {
     int prot = prot_of(m->host_access);
-    for (int d = 0; d < CD_MAX_DEVICES && in_use(m); d++)
+    for (int d = 0; d < CD_MAX_DEVICES && !cd.timing_only && in_use(m); d++)
         prot |= prot_of(m->access[d]);
     if (prot != m->prot)
         mprotect((void *)m->base, m->size, prot);

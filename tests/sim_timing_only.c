@@ -3,7 +3,9 @@
  * host-located VMM memory cost no host memory; every check, and the fault rules, still hold. */
 #include "tests/sim_testing.h"
 
+#include <signal.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define GIB ((size_t)1 << 30)
 #define CHUNK (2 * GIB)
@@ -49,9 +51,59 @@ static size_t rss_bytes(void)
     return kib << 10;
 }
 
+/* Children: the CPU touches device memory, as on the GPU it may not: work that would reach it
+ * does nothing here, so nothing opens it. */
+static CUdeviceptr timing_only_device(void)
+{
+    setenv("LMS_SIM_EXECUTE", "timing-only", 1);
+    CHECK_CU(cuInit(0));
+    CUcontext ctx;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    CUdeviceptr p;
+    CHECK_CU(cuMemAlloc_v2(&p, 4096));
+    return p;
+}
+
+static void cpu_touches_allocation(void *arg)
+{
+    (void)arg;
+    *(volatile unsigned char *)(uintptr_t)timing_only_device() = 1;
+    _exit(0);
+}
+
+/* A mapping's bytes, the CPU reading them: location names where the handle lies; the host is
+ * granted access to host-located ones. */
+static void cpu_reads_mapping(void *arg)
+{
+    CUmemLocationType location = *(const CUmemLocationType *)arg;
+    timing_only_device();
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {location, 0}};
+    CUmemAccessDesc access[2] = {
+        {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+        {{CU_MEM_LOCATION_TYPE_HOST, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+    };
+    CHECK_CU(cuMemAddressReserve(&va, 2 << 20, 0, 0, 0));
+    CHECK_CU(cuMemCreate(&h, 2 << 20, &prop, 0));
+    CHECK_CU(cuMemMap(va, 2 << 20, 0, h, 0));
+    CHECK_CU(cuMemSetAccess(va, 2 << 20, access, location == CU_MEM_LOCATION_TYPE_HOST ? 2 : 1));
+    _exit(*(volatile unsigned char *)(uintptr_t)va);
+}
+
 int main(void)
 {
-    plan(16);
+    plan(19);
+    /* First, while this process has no threads: a TSan child must not inherit any. */
+    is_int(tap_run_in_child(cpu_touches_allocation, NULL), SIGSEGV,
+           "the CPU writing cuMemAlloc memory dies of SIGSEGV, as on the GPU");
+    CUmemLocationType on_device = CU_MEM_LOCATION_TYPE_DEVICE, on_host = CU_MEM_LOCATION_TYPE_HOST;
+    is_int(tap_run_in_child(cpu_reads_mapping, &on_device), SIGSEGV,
+           "the CPU reading a device-located mapping dies of SIGSEGV");
+    is_int(tap_run_in_child(cpu_reads_mapping, &on_host), -1,
+           "it reads a host-located one granted to the host (its zeroes)");
+
     setenv("LMS_SIM_DEVICE", "h100", 1);
     setenv("LMS_SIM_EXECUTE", "timing-only", 1);
     setenv("LMS_SIM_LOG", "/dev/null", 1); /* the fault at the end is logged */
