@@ -669,6 +669,16 @@ static uint64_t lookahead_period(const lms_policy *policy)
     return lk->state == KNOWN ? lk->length : 0;
 }
 
+static uint64_t lookahead_reuse_after_next(const lms_policy *policy, lms_alloc_id id)
+{
+    const lookahead *lk = (const lookahead *)policy;
+    const entry *e = predicting(lk) ? find(lk, id) : NULL;
+    if (!e || !e->uses)
+        return UINT64_MAX;
+    int used_here;
+    return lms_iteration_until_next(&lk->iteration, e->uses, position(lk, lk->record + 1), &used_here);
+}
+
 const lms_policy_ops lms_policy_lookahead_ops = {
     .name = "lookahead",
     .create = lookahead_create,
@@ -683,6 +693,7 @@ const lms_policy_ops lms_policy_lookahead_ops = {
     .predicts = lookahead_predicts,
     .at_iteration_start = lookahead_at_iteration_start,
     .period = lookahead_period,
+    .reuse_after_next = lookahead_reuse_after_next,
     .evict_after_step = lookahead_evict_after_step,
     .steps_to_time = lookahead_steps_to_time,
     .step_times = lookahead_step_times,

@@ -62,6 +62,11 @@ uint64_t lms_policy_period(const lms_policy *policy)
     return policy->ops->period ? policy->ops->period(policy) : 0;
 }
 
+uint64_t lms_policy_reuse_after_next(const lms_policy *policy, lms_alloc_id id)
+{
+    return policy->ops->reuse_after_next ? policy->ops->reuse_after_next(policy, id) : UINT64_MAX;
+}
+
 size_t lms_policy_prefetch(lms_policy *policy, uint64_t next_step, lms_alloc_id *restore, size_t max)
 {
     return policy->ops->prefetch(policy, next_step, SIZE_MAX, SIZE_MAX, restore, max);

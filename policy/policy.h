@@ -60,6 +60,12 @@ int lms_policy_at_iteration_start(const lms_policy *policy);
  * it changes when the policy learns a sequence, and falls to 0 when a step departs from it. */
 uint64_t lms_policy_period(const lms_policy *policy);
 
+/* Steps from the step after the one told of last (the call about to use `id`) to the
+ * allocation's use after that one, in the learned iteration: how soon it is needed again once
+ * that call is done. UINT64_MAX where the policy cannot tell (lru, no iteration known, an
+ * allocation not in it). */
+uint64_t lms_policy_reuse_after_next(const lms_policy *policy, lms_alloc_id id);
+
 /* Evicted allocations worth restoring before step `next_step` needs them, most urgent
  * first; at most `max`. LRU predicts nothing and returns 0; lookahead names those the steps
  * after the last one it was told of need within one iteration, soonest needed first. */

@@ -21,6 +21,7 @@ typedef struct lms_policy_ops {
     int (*predicts)(const lms_policy *policy);
     int (*at_iteration_start)(const lms_policy *policy);
     uint64_t (*period)(const lms_policy *policy);
+    uint64_t (*reuse_after_next)(const lms_policy *policy, lms_alloc_id id);
     int (*plans)(const lms_policy *policy);
     double (*room_to_keep)(const lms_policy *policy);
     size_t (*evict_after_step)(lms_policy *policy, size_t capacity, lms_alloc_id *victims, size_t max);

@@ -1355,7 +1355,7 @@ static void hold(lms_call *call, lms_block *a, int whole_write)
     if (call->held_count == call->held_cap &&
         !grow((void **)&call->held, call->inline_held, &call->held_cap, sizeof *call->held))
         return;
-    call->held[call->held_count++] = (lms_held){ a, whole_write, 0, 0 };
+    call->held[call->held_count++] = (lms_held){ a, whole_write, 0, 0, 0 };
     a->pins++;
 }
 
@@ -1399,9 +1399,12 @@ static int budgets(lms_call *call, size_t *avail)
     return short_of_room;
 }
 
-static int larger_first(const void *x, const void *y)
+static int reused_soonest_first(const void *x, const void *y)
 {
-    size_t a = ((const lms_held *)x)->alloc->padded, b = ((const lms_held *)y)->alloc->padded;
+    const lms_held *h = x, *k = y;
+    if (h->reuse != k->reuse)
+        return h->reuse < k->reuse ? -1 : 1;
+    size_t a = h->alloc->padded, b = k->alloc->padded;
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
@@ -1413,6 +1416,7 @@ static CUresult use_on_host(lms_held *h)
     if (r == CUDA_SUCCESS) {
         h->on_host = 1;
         lms_stats_on_host(a->device, a->size);
+        log_figures(LMS_LOG_SWAP, a->device, "used in host memory", a->addr, a->size);
     }
     return r;
 }
@@ -1429,7 +1433,8 @@ static void queue_room(int d, size_t bytes)
 }
 
 /* Makes the call's allocations resident. Where they do not all fit on their device, those
- * already there stay, the evicted ones go in largest first while they fit, and the rest stay
+ * already there stay, the evicted ones go in while they fit, those the policy says are used
+ * again soonest after the call first (then the largest: all alike under LRU), and the rest stay
  * in host memory, mapped at their addresses, for the call to read and write over PCIe (with
  * host VMM only); so does one whose backing queued work still uses there: restoring it would
  * wait for that work. The evictions that make room for every restore are queued before the
@@ -1437,8 +1442,12 @@ static void queue_room(int d, size_t bytes)
 static CUresult place_held(lms_call *call)
 {
     size_t avail[LMS_MAX_DEVICES], coming[LMS_MAX_DEVICES] = { 0 };
-    if (budgets(call, avail))
-        qsort(call->held, call->held_count, sizeof *call->held, larger_first);
+    if (budgets(call, avail)) {
+        for (size_t i = 0; i < call->held_count; i++)
+            call->held[i].reuse = lms_policy_reuse_after_next(R.dev[call->held[i].alloc->device].policy,
+                                                              call->held[i].alloc->addr);
+        qsort(call->held, call->held_count, sizeof *call->held, reused_soonest_first);
+    }
     for (size_t i = 0; i < call->held_count; i++) {
         lms_held *h = &call->held[i];
         lms_block *a = h->alloc;

@@ -49,6 +49,7 @@ typedef struct lms_held {
     int whole_write;      /* every reference to it overwrites all of it: nothing to restore */
     int restored_blind;   /* restored without its bytes, for the call to overwrite */
     int on_host;          /* left in host memory, mapped at its address: the call uses it there */
+    uint64_t reuse;       /* where the call needs more than fits: steps from it to the next use */
 } lms_held;
 
 #define LMS_CALL_INLINE 32

@@ -212,6 +212,61 @@ static int larger_than_cache(void)
     return 0;
 }
 
+/* Whether a "used in host memory" line of the log names ptr. */
+static int used_on_host(const char *log, CUdeviceptr ptr)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "ptr=0x%llx", (unsigned long long)ptr);
+    for (const char *line = strstr(log, "used in host memory"); line; line = strstr(line + 1, "used in host memory")) {
+        const char *end = strchr(line, '\n');
+        const char *at = strstr(line, needle);
+        if (at && (!end || at < end))
+            return 1;
+    }
+    return 0;
+}
+
+/* Once lookahead has learned the loop, a call larger than the device makes resident, of the
+ * buffers it needs back, those its loop uses again soonest: in copy_add(d <- s), add(d),
+ * add(e), add(f), the 8 MiB d, used again next, and not the 10 MiB s (8 + 10 MiB do not fit
+ * in 16), which is used in host memory. Largest first, it was the other way round, and add(d)
+ * used d in host memory too. The driver keeps none of the device here, so that e and f fit,
+ * and nothing is restored ahead of need (LMS_PREFETCH=0), so that the call finds both d and s
+ * evicted. */
+static int larger_call_keeps_what_comes_next(void)
+{
+    const size_t small = 8 * MIB, large = 10 * MIB, other = 14 * MIB;
+    CUdeviceptr d, s, e, f;
+    CU_OK(cuMemAlloc(&d, small));
+    CU_OK(cuMemAlloc(&s, large));
+    CU_OK(cuMemAlloc(&e, other));
+    CU_OK(cuMemAlloc(&f, other));
+    write_pattern(s, large, 3);
+    for (int loop = 0; loop < 12; loop++) {
+        if (loop == 9)
+            lms_test_stderr_begin();
+        CU_OK(launch_copy_add(d, s, small, 1));
+        CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, d, small, 1));
+        CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, e, other, 1));
+        CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, f, other, 1));
+        CU_OK(cuCtxSynchronize()); /* s, used in host memory, is then free to come back */
+    }
+    CU_OK(cuCtxSynchronize());
+    CU_OK(cuMemcpyDtoH(host, d, small));
+    lms_test_pattern(want, small, 3);
+    for (size_t i = 0; i < small; i++)
+        EXPECT(host[i] == (unsigned char)(want[i] + 2));
+    EXPECT(reads_pattern(s, large, 3));
+    CU_OK(cuMemFree(d));
+    CU_OK(cuMemFree(s));
+    CU_OK(cuMemFree(e));
+    CU_OK(cuMemFree(f));
+    const char *log = lms_test_stderr_end(); /* the frees' lines too: level 3 logs them */
+    EXPECT(used_on_host(log, s));
+    EXPECT(!used_on_host(log, d));
+    return 0;
+}
+
 /* Without host-located VMM there is nowhere to run such a call: out of memory. */
 static int larger_than_cache_without_host_vmm(void)
 {
@@ -288,6 +343,10 @@ static const lms_test_case cases[] = {
       queued_last_use, { NULL } },
     { "larger", "calls larger than the device run with some buffers in host memory, right bytes",
       larger_than_cache, { "LMS_SIM_HOST_VMM=1", NULL } },
+    { "larger-reused-first", "such a call makes resident what the learned loop uses again soonest",
+      larger_call_keeps_what_comes_next,
+      { "LMS_SIM_HOST_VMM=1", "LMS_SIM_CONTEXT_RESERVE_MB=0", "LMS_SIM_KERNEL_RESERVE_MB=0", "LMS_POLICY=lookahead",
+        "LMS_PREFETCH=0", "LMS_LOG_LEVEL=3", NULL } },
     { "larger-no-host-vmm", "without host VMM such a call is out of memory",
       larger_than_cache_without_host_vmm, { "LMS_SIM_HOST_VMM=0", NULL } },
     { "reset", "after cuDevicePrimaryCtxReset the old buffers are gone and new ones swap",

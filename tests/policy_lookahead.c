@@ -506,6 +506,7 @@ static void test_lru_until_learned(void)
        "a sequence that does not repeat: every one of %zu choices is LRU's (%zu differ)", (size_t)c.shadow_checked,
        c.shadow_wrong);
     is_uint(predicted, 0, "and nothing is named for prefetch");
+    is_uint(lms_policy_reuse_after_next(c.policy, 1), UINT64_MAX, "nor is how soon anything is used again");
     cache_free(&c);
     free_schedule(&run);
 }
@@ -561,6 +562,7 @@ static void test_cycle(void)
 static void test_random_oracle(void)
 {
     size_t trials = 300, checked = 0, wrong = 0, prefetch_checked = 0, prefetch_wrong = 0, bad = 0;
+    size_t reuse_checked = 0, reuse_wrong = 0;
     for (size_t trial = 0; trial < trials; trial++) {
         size_t length = 2 + rnd(14), ids = 3 + rnd(10);
         if (ids > length)
@@ -580,6 +582,9 @@ static void test_random_oracle(void)
         run_steps(&c, 0, warm * length);
         c.oracle = 1;
         for (size_t t = warm * length; t < run.steps - 2 * length; t++) {
+            const lms_alloc_id *used = run.ids + run.first[t];
+            for (size_t i = 0; i < run.first[t + 1] - run.first[t]; i++, reuse_checked++)
+                reuse_wrong += lms_policy_reuse_after_next(c.policy, used[i]) != next_use(&c, used[i], t + 1) - t;
             run_step(&c, t);
             lms_alloc_id got[16], expected[16];
             size_t room = rnd(3) ? rnd(total) : SIZE_MAX, window = rnd(3) ? rnd(total) : SIZE_MAX;
@@ -603,6 +608,9 @@ static void test_random_oracle(void)
     is_uint(prefetch_wrong, 0, "what to prefetch, in order and cut by room and window, is the oracle's in %zu cases",
             prefetch_checked);
     is_uint(bad, 0, "no victim or prefetch names an allocation it should not; the state stays consistent");
+    ok(reuse_checked > 1000 && reuse_wrong == 0,
+       "how soon the next step's allocations are used again after it: %zu of %zu answers differ from the oracle's",
+       reuse_wrong, reuse_checked);
 }
 
 /* Appends the steps of `from` last to first. */
@@ -1416,7 +1424,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(61);
+    plan(63);
     test_names();
     test_lru_until_learned();
     test_cycle();
