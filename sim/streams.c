@@ -177,7 +177,8 @@ static bool is_device_work(cd_op_kind kind)
 /* Whether an operation may touch its memory, as things stand: memory may have been unmapped or
  * lost its access since it was queued (cuMemUnmap is not ordered against queued work), and a
  * kernel may use memory its device cannot reach. Kernels are checked through the pointers
- * their cost functions price; what else they touch is not seen (in execute mode, touching
+ * their cost functions price, or without one through their pointer parameters
+ * (cd_kernel_reaches_locked); what else they touch is not seen (in execute mode, touching
  * unmapped memory crashes them). */
 static bool usable_locked(const cd_op *op, const cd_ctx *ctx)
 {
@@ -236,27 +237,30 @@ static void prune_running_locked(void)
     running_count = kept;
 }
 
-/* Takes op, finished by its worker (done: it touched its memory), and keeps it while the
- * timeline has it running. */
+/* Adds op to the work still running. Where the list cannot grow, op goes unchecked: the
+ * simulator is then kinder than the GPU, never wrong. */
+static bool keep_running_locked(cd_op *op, cd_ctx *ctx)
+{
+    if (running_count == running_cap)
+        prune_running_locked();
+    if (running_count == running_cap) {
+        size_t cap = running_cap ? 2 * running_cap : 64;
+        running_op *grown = realloc(running, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        running = grown;
+        running_cap = cap;
+    }
+    running[running_count++] = (running_op){ op, ctx };
+    return true;
+}
+
+/* Takes op, finished by its worker (done: it touched its memory, or would have in timing-only
+ * mode), and keeps it while the timeline has it running. */
 static void retire_op_locked(cd_op *op, cd_ctx *ctx, bool done)
 {
-    if (done && is_device_work(op->kind) && op->vt_end > cd_host_now()) {
-        if (running_count == running_cap)
-            prune_running_locked();
-        if (running_count == running_cap) {
-            size_t cap = running_cap ? 2 * running_cap : 64;
-            running_op *grown = realloc(running, cap * sizeof *grown);
-            if (grown) {
-                running = grown;
-                running_cap = cap;
-            }
-        }
-        if (running_count < running_cap) {
-            running[running_count++] = (running_op){ op, ctx };
-            return;
-        }
-    }
-    cd_op_free_locked(op); /* out of memory, the rare case: unchecked from here, never wrongly faulted */
+    if (!(done && is_device_work(op->kind) && op->vt_end > cd_host_now() && keep_running_locked(op, ctx)))
+        cd_op_free_locked(op);
 }
 
 void cd_running_recheck_locked(void)
