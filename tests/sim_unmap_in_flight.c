@@ -175,9 +175,9 @@ static void sleep_a_while(void *unused)
     sleep_ms(100);
 }
 
-/* A call that waits for the device returns the fault of work that faults meanwhile, and does
- * nothing, as cuMemFree does: here the host's memory stays allocated. */
-static void fault_while_waiting(const char *what, CUresult (*waiting_call)(void *))
+/* cuMemFreeHost, which waits for the device first, returns the fault of work that faults
+ * meanwhile, and does nothing, as cuMemFree does: the memory stays allocated. */
+static void free_host_while_work_faults(void)
 {
     void *host; /* the primary context's: it outlives the faulted one */
     CHECK_CU(cuMemHostAlloc(&host, 4096, 0));
@@ -187,15 +187,10 @@ static void fault_while_waiting(const char *what, CUresult (*waiting_call)(void 
     CHECK_CU(cuLaunchHostFunc(stream, sleep_a_while, NULL)); /* the memset runs after the unmap */
     CHECK_CU(cuMemsetD8Async(m.va, 1, BYTES, stream));
     CHECK_CU(cuMemUnmap(m.va, BYTES));
-    is_int(waiting_call(host), CUDA_ERROR_ILLEGAL_ADDRESS, "%s: returns the fault of the work it waited for", what);
+    is_int(cuMemFreeHost(host), CUDA_ERROR_ILLEGAL_ADDRESS, "cuMemFreeHost returns the fault of the work it waited for");
     end_context(ctx);
-    is_int(cuMemFreeHost(host), CUDA_SUCCESS, "%s: and did nothing: the memory is freed only now", what);
+    is_int(cuMemFreeHost(host), CUDA_SUCCESS, "and did nothing: the memory is freed only now");
     unmap_and_free(m, false);
-}
-
-static CUresult free_host(void *host)
-{
-    return cuMemFreeHost(host);
 }
 
 int main(void)
@@ -215,7 +210,7 @@ int main(void)
     unmapped_after_waiting("cuEventQuery polled first", event_polled);
     unmapped_after_waiting("a stream waiting for the event first", stream_ordered);
     unrelated_memory();
-    fault_while_waiting("cuMemFreeHost", free_host);
+    free_host_while_work_faults();
 
     CHECK_CU(cuMemFreeHost(pinned));
     return exit_status();
