@@ -222,14 +222,13 @@ typedef struct running_op {
 static running_op *running;
 static size_t running_count, running_cap;
 
-/* Frees what has ended by the host's clock, or can fault no more. */
-static void prune_running_locked(void)
+/* Frees what has ended by `ended_by`, or can fault no more. */
+static void drop_running_locked(sim_ns ended_by)
 {
-    sim_ns now = cd_host_now();
     size_t kept = 0;
     for (size_t i = 0; i < running_count; i++) {
         running_op r = running[i];
-        if (r.op->vt_end > now && r.ctx->alive && r.ctx->sticky_error == CUDA_SUCCESS)
+        if (r.op->vt_end > ended_by && r.ctx->alive && r.ctx->sticky_error == CUDA_SUCCESS)
             running[kept++] = r;
         else
             cd_op_free_locked(r.op);
@@ -242,7 +241,7 @@ static void prune_running_locked(void)
 static bool keep_running_locked(cd_op *op, cd_ctx *ctx)
 {
     if (running_count == running_cap)
-        prune_running_locked();
+        drop_running_locked(cd_host_now());
     if (running_count == running_cap) {
         size_t cap = running_cap ? 2 * running_cap : 64;
         running_op *grown = realloc(running, cap * sizeof *grown);
@@ -265,7 +264,7 @@ static void retire_op_locked(cd_op *op, cd_ctx *ctx, bool done)
 
 void cd_running_recheck_locked(void)
 {
-    prune_running_locked();
+    drop_running_locked(cd_host_now());
     for (size_t i = 0; i < running_count; i++) {
         running_op r = running[i];
         if (r.ctx->sticky_error == CUDA_SUCCESS && !usable_locked(r.op, r.ctx)) {
@@ -318,6 +317,10 @@ static void *worker(void *arg)
         cd_device_work work;
         if (device_work)
             cd_device_work_begin_locked(&work, op);
+        /* Work that ended before a host function runs is done for the program, which may learn
+         * it from the function without a call (without moving the host's clock) and unmap. */
+        if (run && op->kind == CD_OP_HOST_FN)
+            drop_running_locked(op->vt_end);
         pthread_mutex_unlock(&cd.lock);
         if (run)
             run_unlocked(op);

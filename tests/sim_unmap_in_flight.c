@@ -9,6 +9,8 @@
  * then and only virtual time tells that the device is still busy. */
 #include "tests/sim_testing.h"
 
+#include <stdatomic.h>
+
 enum { BYTES = 256 << 20 }; /* a copy of it takes the simulated H100 4.9 ms */
 
 typedef struct mapping {
@@ -141,6 +143,25 @@ static void event_polled(CUstream stream, CUevent done)
     CHECK_CU(r);
 }
 
+/* A host function queued after the work tells the host it is done: the host learns it without a
+ * call to the driver, and its virtual clock may still be behind. */
+static atomic_int told_done;
+
+static void tell_done(void *unused)
+{
+    (void)unused;
+    atomic_store(&told_done, 1);
+}
+
+static void host_function_told(CUstream stream, CUevent done)
+{
+    (void)done;
+    atomic_store(&told_done, 0);
+    CHECK_CU(cuLaunchHostFunc(stream, tell_done, NULL));
+    while (!atomic_load(&told_done))
+        sleep_ms(1);
+}
+
 /* The copy-out stream of a swapping library: another stream waits for the event, and the host
  * waits for that stream. */
 static void stream_ordered(CUstream stream, CUevent done)
@@ -195,7 +216,7 @@ static void free_host_while_work_faults(void)
 
 int main(void)
 {
-    plan(22);
+    plan(25);
     sim_set_execution(SIM_TIMING_ONLY);
     sim_setup(2u << 30);
     CHECK_CU(cuMemHostAlloc(&pinned, BYTES, 0));
@@ -209,6 +230,7 @@ int main(void)
     unmapped_after_waiting("cuEventSynchronize first", event_synchronize);
     unmapped_after_waiting("cuEventQuery polled first", event_polled);
     unmapped_after_waiting("a stream waiting for the event first", stream_ordered);
+    unmapped_after_waiting("a host function queued after it has run", host_function_told);
     unrelated_memory();
     free_host_while_work_faults();
 
