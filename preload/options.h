@@ -38,7 +38,7 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "swapping, as if the GPU had only that much memory; `off`: pure pass-through")           \
     X(LOG_LEVEL, LEVEL, 0, "0", NULL,                                                          \
       "0: errors only; 1: start-up settings and warnings; 2: allocations and frees; "          \
-      "3: evictions and restores")                                                             \
+      "3: evictions, restores and uses in host memory")                                        \
     X(STATS, ENUM, 0, "off", lms_stats_names,                                                  \
       "Statistics at exit and on SIGTERM or SIGINT, on stderr: `off`, `table` (binary units) " \
       "or `json`")                                                                             \
