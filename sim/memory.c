@@ -18,14 +18,8 @@ static unsigned long long last_buffer_id;
 
 region *cd_region_add_locked(region r)
 {
-    if (cd_region_count == region_capacity) {
-        size_t capacity = region_capacity ? 2 * region_capacity : 64;
-        region *grown = realloc(cd_regions, capacity * sizeof *grown);
-        if (!grown)
-            return NULL;
-        cd_regions = grown;
-        region_capacity = capacity;
-    }
+    if (cd_region_count == region_capacity && !cd_grow((void **)&cd_regions, &region_capacity, sizeof *cd_regions))
+        return NULL;
     r.buffer_id = ++last_buffer_id;
     cd_regions[cd_region_count] = r;
     return &cd_regions[cd_region_count++];

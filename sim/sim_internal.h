@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* cuda.h maps these names to their newest variant; the simulator exports the older forms too,
@@ -320,6 +321,19 @@ struct cd_stream {
 
 cd_op *cd_op_new(cd_op_kind kind);
 /* The bytes a copy moves; and the span, from its first byte, of its destination or source. */
+/* Doubles *capacity (from 64) and reallocates *array, of elements of elem_size bytes, to it.
+ * Returns false, leaving both as they were, when memory runs out. */
+static inline bool cd_grow(void **array, size_t *capacity, size_t elem_size)
+{
+    size_t grown_capacity = *capacity ? 2 * *capacity : 64;
+    void *grown = realloc(*array, grown_capacity * elem_size);
+    if (!grown)
+        return false;
+    *array = grown;
+    *capacity = grown_capacity;
+    return true;
+}
+
 static inline size_t cd_copy_bytes(const cd_op *op)
 {
     return op->u.copy.width * op->u.copy.height * op->u.copy.depth;

@@ -242,14 +242,8 @@ static bool keep_running_locked(cd_op *op, cd_ctx *ctx)
 {
     if (running_count == running_cap)
         drop_running_locked(cd_host_now());
-    if (running_count == running_cap) {
-        size_t cap = running_cap ? 2 * running_cap : 64;
-        running_op *grown = realloc(running, cap * sizeof *grown);
-        if (!grown)
-            return false;
-        running = grown;
-        running_cap = cap;
-    }
+    if (running_count == running_cap && !cd_grow((void **)&running, &running_cap, sizeof *running))
+        return false;
     running[running_count++] = (running_op){ op, ctx };
     return true;
 }
