@@ -50,11 +50,17 @@ def killed(sig, **variables):
     """A process under liblms killed by sig once liblms handles it: (returncode, stderr). It
     starts with sig's default action: liblms leaves alone a signal its process ignores, as one
     started in the background ignores SIGINT."""
-    p = subprocess.Popen(["sleep", "30"], env=environment(**variables), stderr=subprocess.PIPE, text=True,
+    p = subprocess.Popen(["sleep", "120"], env=environment(**variables), stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 100
     while p.poll() is None and not catches(p.pid, sig) and time.monotonic() < deadline:
         time.sleep(0.01)
+    if not catches(p.pid, sig):
+        # A signal sent before liblms handles it kills the process with nothing written: say so,
+        # not a missing report (a loaded machine once took longer than the 20 s given before).
+        p.kill()
+        p.communicate(timeout=60)
+        return None, f"liblms's handler for signal {sig} did not appear within 100 s"
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
     return p.returncode, err
