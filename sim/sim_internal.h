@@ -319,8 +319,6 @@ struct cd_stream {
     cd_stream *next;            /* in ctx->streams */
 };
 
-cd_op *cd_op_new(cd_op_kind kind);
-/* The bytes a copy moves; and the span, from its first byte, of its destination or source. */
 /* Doubles *capacity (from 64) and reallocates *array, of elements of elem_size bytes, to it.
  * Returns false, leaving both as they were, when memory runs out. */
 static inline bool cd_grow(void **array, size_t *capacity, size_t elem_size)
@@ -334,6 +332,8 @@ static inline bool cd_grow(void **array, size_t *capacity, size_t elem_size)
     return true;
 }
 
+cd_op *cd_op_new(cd_op_kind kind);
+/* The bytes a copy moves; and the span, from its first byte, of its destination or source. */
 static inline size_t cd_copy_bytes(const cd_op *op)
 {
     return op->u.copy.width * op->u.copy.height * op->u.copy.depth;
