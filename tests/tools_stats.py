@@ -57,7 +57,8 @@ def killed(sig, **variables):
         time.sleep(0.01)
     if not catches(p.pid, sig):
         # A signal sent before liblms handles it kills the process with nothing written: say so,
-        # not a missing report (a loaded machine once took longer than the 20 s given before).
+        # not a missing report (the likeliest reading of one run on a loaded machine that found
+        # the report missing when this wait gave up after 20 s).
         p.kill()
         p.communicate(timeout=60)
         return None, f"liblms's handler for signal {sig} did not appear within 100 s"
