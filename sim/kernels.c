@@ -18,6 +18,7 @@
 #include "sim/regions.h"
 #include "sim/sim_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,6 +249,25 @@ void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes
         *host_written += (written > 0 ? written : 0) * on_host;
         *device_bytes += lc.cost.bytes[i] * (1 - on_host);
     }
+}
+
+int cd_kernel_cost_json_locked(const cd_op *op, char *out, size_t size)
+{
+    launch_cost lc;
+    cost_of(op, &lc);
+    size_t used = (size_t)snprintf(out, size, "\"flops\": %.17g, \"reaches\": [", lc.cost.flops);
+    const char *comma = "";
+    for (int i = 0; i < lc.count && used < size; i++) {
+        if (lc.cost.bytes[i] <= 0 || !lc.pointers[i])
+            continue;
+        used += (size_t)snprintf(out + used, size - used, "%s[\"0x%llx\", %zu, %.17g, %.17g]", comma,
+                                 (unsigned long long)lc.pointers[i], reach_of(&lc, i), lc.cost.bytes[i],
+                                 lc.cost.written[i]);
+        comma = ", ";
+    }
+    if (used < size)
+        used += (size_t)snprintf(out + used, size - used, "]");
+    return used < size;
 }
 
 /* A kernel without a cost function says nothing of what it reaches. A pointer-sized parameter

@@ -1,7 +1,9 @@
 /* LMS_SIM_TIMELINE=FILE: the simulated device's timeline, op by op, as a Chrome trace that
  * Perfetto (ui.perfetto.dev) and chrome://tracing open. Each device is a process whose
  * threads are its engines (compute, copies in, copies out); each op is a slice from its start
- * to its end in virtual time, with the stream it was queued on and when the host queued it.
+ * to its end in virtual time, with the stream it was queued on and when the host queued it;
+ * a kernel's also with its cost (cd_kernel_cost_json_locked), from which the fastest schedule
+ * of a run that swaps is bounded (tools/bench/least_time.py).
  * The host is a process of its own whose slices are the times it waited for the device: in a
  * run that swaps, where the device idles while the host waits, they show why.
  *
@@ -78,10 +80,11 @@ static FILE *timeline(void)
     return file;
 }
 
-static void slice(int pid, int tid, const char *name, sim_ns start, sim_ns end, const char *args)
+/* more: further members of args (", ..."), or "" */
+static void slice(int pid, int tid, const char *name, sim_ns start, sim_ns end, const char *args, const char *more)
 {
     fprintf(file, ",\n{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"name\": \"%s\", \"ts\": %.3f, "
-            "\"dur\": %.3f, \"args\": {%s}}", pid, tid, name, start / 1e3, (end - start) / 1e3, args);
+            "\"dur\": %.3f, \"args\": {%s%s}}", pid, tid, name, start / 1e3, (end - start) / 1e3, args, more);
 }
 
 void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engine, sim_ns queued,
@@ -89,11 +92,14 @@ void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engin
 {
     if (atomic_load_explicit(&unwanted, memory_order_relaxed))
         return;
-    char name[160], args[160];
+    char name[160], args[160], cost[80 * SIM_MAX_KERNEL_PARAMS] = "";
     size_t bytes = 0;
     switch (op->kind) {
     case CD_OP_KERNEL:
         snprintf(name, sizeof name, "%s", cd_kernel_name_locked(op));
+        memcpy(cost, ", ", 2); /* its cost follows the other members */
+        if (!cd_kernel_cost_json_locked(op, cost + 2, sizeof cost - 2))
+            cost[0] = '\0';
         break;
     case CD_OP_COPY:
         bytes = cd_copy_bytes(op);
@@ -111,7 +117,7 @@ void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engin
              queued / 1e3, bytes);
     pthread_mutex_lock(&file_lock);
     if (timeline())
-        slice(s->ctx->device, engine, name, start, end, args);
+        slice(s->ctx->device, engine, name, start, end, args, cost);
     pthread_mutex_unlock(&file_lock);
 }
 
@@ -121,7 +127,7 @@ void cd_timeline_host_wait(sim_ns from, sim_ns until)
         return;
     pthread_mutex_lock(&file_lock);
     if (until > from && timeline())
-        slice(HOST_PID, 0, "host waits", from, until, "");
+        slice(HOST_PID, 0, "host waits", from, until, "", "");
     pthread_mutex_unlock(&file_lock);
 }
 

@@ -444,6 +444,10 @@ static void test_report(void)
     exit_with_report(path);
     ok(file_mentions(path, "\"calibration\": \"h100-") && file_mentions(path, "\"h2d\": "),
        "LMS_SIM_REPORT: the exiting process writes its clocks and engines' busy time");
+    char kernels[96];
+    snprintf(kernels, sizeof kernels, "\"kernels\": {\"fp32_flops\": %.17g, ", cal->fp32_flops);
+    ok(file_mentions(path, kernels) && file_mentions(path, "\"zero_copy_read_request_load\": "),
+       "and the constants that price a kernel, wherever its memory lies");
     FILE *f = fopen(path, "a");
     if (f) {
         fputs("kept\n", f);
@@ -505,6 +509,11 @@ static void test_timeline(const char *exe)
     char expected[64];
     snprintf(expected, sizeof expected, "\"dur\": %.3f", (cal->copy_latency_ns + GIB / cal->pinned_h2d * 1e9) / 1e3);
     ok(file_mentions(path, expected), "the copy's slice lasts what the model priced (%s µs)", expected + 7);
+    snprintf(expected, sizeof expected, "\"flops\": %d, \"reaches\": [[\"0x", 1 << 20);
+    char reach[64];
+    snprintf(reach, sizeof reach, "\", %d, %d, %d]]", 4 << 20, 8 << 20, 4 << 20);
+    ok(file_mentions(path, expected) && file_mentions(path, reach),
+       "the kernel's slice carries its cost: operations, and the span, bytes and bytes written of its pointer");
     FILE *f = fopen(path, "w");
     if (f) {
         fputs("kept\n", f);
@@ -554,7 +563,7 @@ int main(int argc, char **argv)
     /* Host-located VMM memory mapped into the device's address space. */
     CUdeviceptr host_located = map_device_then_host(0, 256 * MIB);
 
-    plan(35);
+    plan(37);
     test_one_direction(dev, pinned);
     test_both_directions(dev, pinned);
     test_both_directions_as_measured(dev, pinned);
