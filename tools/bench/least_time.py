@@ -20,8 +20,11 @@ relaxes everything else in the schedule's favour, so it is a true lower bound of
 - Each phase carries at most its length times each direction's rate, and both together at
   most the rate they carry while they overlap (the report's link_gbps); a kernel's bytes in
   host memory take their share of both, as in the model.
-- A kernel reaches only the spans its cost gives; within an allocation, bytes in host memory
-  lie where the kernels reach least (each allocation is cut where the spans begin and end).
+- A kernel needs the pieces liblms makes resident for it (the trace's uses) and the spans its
+  cost reaches. If they fit the cap, it runs with all of them on the device, as liblms runs
+  it; if not, with the rest in host memory, priced where its cost reaches them. Within an
+  allocation, bytes in host memory lie where the schedule likes (each allocation is cut
+  where the pieces and spans begin and end).
 - The iteration repeats: it ends with the bytes where it started. (Any schedule over several
   iterations averages to one such: the program is linear.)
 - The host's own time (launches, driver calls) and the program's own copies and memsets are
