@@ -15,7 +15,7 @@ from tools_tap import done, is_equal, ok, plan, scratch  # noqa: E402
 import least_time  # noqa: E402
 
 GB = 10**9
-plan(7)
+plan(8)
 tmp = scratch()
 # The simulated H100's figures, as its report gives them.
 LINK = {"h2d": 55.0, "d2h": 55.0, "bidirectional": 93.7, "overlap": 92.4}
@@ -76,18 +76,29 @@ near(least_ms(run("uncached", pair, alternating, cached=False), GB), 20.0, "unca
 try:
     least_ms(run("uneven", pair, alternating), GB, iterations=5)
     ok(False, "a timeline whose iterations do not divide is refused")
-except least_time.Unbounded as e:
+except least_time.NoBound as e:
     ok("do not divide into 5 iterations" in str(e), "a timeline whose iterations do not divide is refused", str(e))
 try:
     least_ms(run("unused", pair, alternating, uses=False), GB)
     ok(False, "a trace without the launches' uses is refused")
-except least_time.Unbounded as e:
+except least_time.NoBound as e:
     ok("LMS_TRACE_USES=1" in str(e), "a trace without the launches' uses is refused", str(e))
+paths = run("malformed", pair, alternating)
+with open(paths[1]) as f:
+    events = json.load(f)
+del events[0]["args"]["reaches"]
+with open(paths[1], "w") as f:
+    json.dump(events, f)
+try:
+    least_ms(paths, GB)
+    ok(False, "a kernel without the spans it reaches is refused")
+except least_time.NoBound as e:
+    ok("lacks what it should say" in str(e), "a kernel without the spans it reaches is refused", str(e))
 paths = run("missing", pair, alternating)
 os.unlink(paths[2])
 try:
     least_ms(paths, GB)
     ok(False, "a missing report is refused")
-except least_time.Unbounded as e:
+except least_time.NoBound as e:
     is_equal(str(e).split(":")[0], paths[2], "a missing report is refused, named")
 done()

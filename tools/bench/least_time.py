@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 
 
-class Unbounded(Exception):
+class NoBound(Exception):
     """The bound cannot be had; the message says why."""
 
 
@@ -49,12 +49,12 @@ def _events(path, what):
         with open(path) as f:
             events = json.load(f)
     except OSError as e:
-        raise Unbounded(f"{path}: {e.strerror or e}") from e
+        raise NoBound(f"{path}: {e.strerror or e}") from e
     except json.JSONDecodeError as e:
-        raise Unbounded(f"{path}: not a {what} (JSON: {e.msg} at line {e.lineno})") from e
+        raise NoBound(f"{path}: not a {what} (JSON: {e.msg} at line {e.lineno})") from e
     events = events.get("traceEvents") if isinstance(events, dict) else events
     if not isinstance(events, list):
-        raise Unbounded(f"{path}: not a {what} (expected a JSON array of trace events)")
+        raise NoBound(f"{path}: not a {what} (expected a JSON array of trace events)")
     return events
 
 
@@ -62,10 +62,10 @@ def _iteration_window(starts, iterations, marker, path):
     """The indices that start the last whole iteration and the next one, of `starts` (the
     indices of the kernels named `marker`, of which each iteration starts as many)."""
     if not starts or len(starts) % iterations:
-        raise Unbounded(f"{path}: {len(starts)} kernels named '{marker}' do not divide into {iterations} iterations")
+        raise NoBound(f"{path}: {len(starts)} kernels named '{marker}' do not divide into {iterations} iterations")
     every = len(starts) // iterations
     if len(starts) < 2 * every:
-        raise Unbounded(f"{path}: fewer than two iterations")
+        raise NoBound(f"{path}: fewer than two iterations")
     return starts[-2 * every], starts[-every]
 
 
@@ -85,7 +85,7 @@ def read_trace(trace_path, marker, iterations):
     events = _events(trace_path, "liblms trace")
     settings = next((e.get("args") or {} for e in events if e.get("name") == "lms.settings"), {})
     if not settings.get("uses"):
-        raise Unbounded(f"{trace_path}: the trace records no launch's uses (LMS_TRACE_USES=1)")
+        raise NoBound(f"{trace_path}: the trace records no launch's uses (LMS_TRACE_USES=1)")
     piece = int(settings.get("piece_bytes") or 0)
     launches, begin, end = _window_of([e for e in events if e.get("cat") == "launch"], marker, iterations, trace_path)
     live = {}
@@ -103,7 +103,7 @@ def read_trace(trace_path, marker, iterations):
         if e["name"] in ("memcpy", "memset"):
             continue  # the program's own copies and memsets: not counted
         if (e.get("args") or {}).get("uses_left_out"):
-            raise Unbounded(f"{trace_path}: the trace left some of a launch's uses out")
+            raise NoBound(f"{trace_path}: the trace left some of a launch's uses out")
         spans = []
         for use in e["args"].get("uses", []):
             address = int(use, 16)
@@ -127,7 +127,7 @@ def read_timeline(timeline_path, marker, iterations):
         if e.get("name", "").startswith(("copy ", "memset ")):
             continue  # the program's own: not counted
         if "flops" not in args:
-            raise Unbounded(f"{timeline_path}: kernel '{e.get('name')}' carries no cost "
+            raise NoBound(f"{timeline_path}: kernel '{e.get('name')}' carries no cost "
                             "(a simulated GPU older than this bound)")
         kernels.append((e["name"], float(args["flops"]),
                         [(int(p, 16), int(span), float(b), float(w)) for p, span, b, w in args["reaches"]]))
@@ -141,7 +141,7 @@ def iteration(trace_path, timeline_path, marker, iterations):
     allocations, launches = read_trace(trace_path, marker, iterations)
     priced = read_timeline(timeline_path, marker, iterations)
     if [n for n, _ in launches] != [n for n, _, _ in priced]:
-        raise Unbounded(f"{trace_path} and {timeline_path}: the iteration's kernels differ "
+        raise NoBound(f"{trace_path} and {timeline_path}: the iteration's kernels differ "
                         f"({len(launches)} launches traced, {len(priced)} kernels on the timeline)")
     return allocations, [(name, flops, reaches, needs) for (name, flops, reaches), (_, needs) in zip(priced, launches)]
 
@@ -273,7 +273,7 @@ def solve(program):
     """{name: value} of clp's optimal solution, and the objective."""
     clp = shutil.which("clp")
     if not clp:
-        raise Unbounded("clp not found (Debian: apt-get install coinor-clp)")
+        raise NoBound("clp not found (Debian: apt-get install coinor-clp)")
     with tempfile.TemporaryDirectory(prefix="least_time.") as scratch:
         lp, solution = os.path.join(scratch, "iteration.lp"), os.path.join(scratch, "solution")
         with open(lp, "w") as f:
@@ -285,7 +285,8 @@ def solve(program):
         except OSError:
             status, rows = "", []
     if done.returncode or not status.startswith("Optimal"):
-        raise Unbounded(f"clp found no optimum: {(status or done.stdout.strip().splitlines()[-1:] or ['no output'])!s}")
+        said = status or (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise NoBound(f"clp found no optimum: {said if isinstance(said, str) else said[0]}")
     values = {}
     for row in rows:
         fields = row.lstrip("* ").split()  # ** marks a value off its bound by rounding
@@ -296,14 +297,17 @@ def solve(program):
 
 def least_time(trace_path, timeline_path, report_path, cap_bytes, marker, iterations):
     """{"ns": the least iteration time, "bytes_copied": the bytes its schedule copies out and in,
-    "bytes_in_host_memory": those its kernels use there}, per iteration; raises Unbounded."""
+    "bytes_in_host_memory": those its kernels use there}, per iteration; raises NoBound."""
     try:
         with open(report_path) as f:
             report = json.load(f)
         link, model = report["link_gbps"], report["kernels"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise Unbounded(f"{report_path}: no link rates and kernel constants of the simulated GPU ({e})") from e
-    allocations, kernels = iteration(trace_path, timeline_path, marker, iterations)
+        raise NoBound(f"{report_path}: no link rates and kernel constants of the simulated GPU ({e})") from e
+    try:
+        allocations, kernels = iteration(trace_path, timeline_path, marker, iterations)
+    except (KeyError, ValueError, TypeError) as e:
+        raise NoBound(f"{trace_path} or {timeline_path}: an event lacks what it should say ({e!r})") from e
     classes = Classes(segments(allocations, kernels), kernels)
     values = solve(linear_program(classes, kernels, cap_bytes, link, model))
     phases = 2 * len(kernels)
@@ -321,5 +325,5 @@ if __name__ == "__main__":
     try:
         print(json.dumps(least_time(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) << 20,
                                     sys.argv[5], int(sys.argv[6]))))
-    except Unbounded as e:
+    except NoBound as e:
         sys.exit(f"least_time.py: {e}")
