@@ -86,7 +86,8 @@ except least_time.NoBound as e:
 paths = run("malformed", pair, alternating)
 with open(paths[1]) as f:
     events = json.load(f)
-del events[0]["args"]["reaches"]
+for event in events:
+    del event["args"]["reaches"]
 with open(paths[1], "w") as f:
     json.dump(events, f)
 try:
