@@ -11,11 +11,12 @@ import sys
 SOURCE = os.environ.get("LMS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 sys.path.insert(0, os.path.join(SOURCE, "tools", "bench"))
+import tools_tap  # noqa: E402
 from tools_tap import done, is_equal, ok, plan, scratch  # noqa: E402
 import least_time  # noqa: E402
 
 GB = 10**9
-plan(8)
+plan(10)
 tmp = scratch()
 # The simulated H100's figures, as its report gives them.
 LINK = {"h2d": 55.0, "d2h": 55.0, "bidirectional": 93.7, "overlap": 92.4}
@@ -63,8 +64,19 @@ alternating = [("first", 10 * FLOPS_PER_MS, [(a, GB, 0)]), ("second", 10 * FLOPS
 near(least_ms(run("roomy", pair, alternating), 2 * GB), 20.0, "both fit: the kernels' own 10 ms each")
 # In room for one, each kernel needs its allocation resident and the other out by its start:
 # after each kernel 1 GB goes out and 1 GB comes in, overlapping, at 92.4 GB/s together.
-near(least_ms(run("tight", pair, alternating), GB), 20.0 + 2 * (2 * GB / 92.4e9 * 1e3),
+tight = run("tight", pair, alternating)
+near(least_ms(tight, GB), 20.0 + 2 * (2 * GB / 92.4e9 * 1e3),
      "in room for one: between the kernels, 1 GB each way at the overlap rate")
+second = least_time.least_time(*tight, GB, "first", 3)["kernels"][1]
+ok(second["name"] == "second" and abs(second["gap_ms"] - 2 * GB / 92.4e9 * 1e3) < 1e-6 and
+   abs(second["out_gb"] - 1) < 1e-6 and abs(second["in_gb"] - 1) < 1e-6 and second["ran_ms"] == 1e-3,
+   "kernel by kernel: the gap before the second and what it copies, beside the run's own times", second)
+code, out, err = tools_tap.run([sys.executable, os.path.join(SOURCE, "tools", "bench", "least_time.py"), *tight,
+                                "1024", "first", "3", "--by-kernel"])
+# In room for 1024 MiB, 2 GB less that moves each way between the kernels.
+moves = 2 * GB - 1024 * 2**20
+ok(code == 0 and f"the fastest schedule's {20 + 2 * 2 * moves / 92.4e9 * 1e3:.2f} ms ({4 * moves / GB:.2f} GB copied" in out,
+   "least_time.py --by-kernel prints the run's iteration beside the fastest schedule's", out + err)
 # One kernel reading 2 GB with no operations, in room for 1 GB: half stays in host memory, read
 # at the zero-copy rate (51.6 GB/s) while the rest comes from HBM.
 big = {a: 2 * GB}

@@ -33,6 +33,7 @@ relaxes everything else in the schedule's favour, so it is a true lower bound of
 It is a linear program, solved by COIN-OR's clp (Debian's coinor-clp)."""
 
 import bisect
+import collections
 import json
 import os
 import shutil
@@ -42,6 +43,12 @@ import tempfile
 
 class NoBound(Exception):
     """The bound cannot be had; the message says why."""
+
+
+# One kernel of the iteration: its operations and the spans its cost reaches, [(pointer, span,
+# bytes, written)] (the timeline's); the spans liblms makes resident for it, [(start, end)]
+# (the trace's); and how long the run waited before it and ran it, in ms (the timeline's).
+Kernel = collections.namedtuple("Kernel", "name flops reaches needs waited_ms ran_ms")
 
 
 def _events(path, what):
@@ -117,33 +124,36 @@ def read_trace(trace_path, marker, iterations):
 
 def read_timeline(timeline_path, marker, iterations):
     """The kernels of the last whole iteration on the first device's compute engine, in order:
-    [(name, flops, [(pointer, span, bytes, written)])]."""
-    ops, _, _ = _window_of([e for e in _events(timeline_path, "timeline")
-                            if e.get("ph") == "X" and e.get("pid") == 0 and e.get("tid") == 0],
-                           marker, iterations, timeline_path)
+    [(name, flops, [(pointer, span, bytes, written)], waited_ms, ran_ms)]."""
+    ops = sorted((e for e in _events(timeline_path, "timeline")
+                  if e.get("ph") == "X" and e.get("pid") == 0 and e.get("tid") == 0), key=lambda e: float(e["ts"]))
+    ended = {id(e): float(before["ts"]) + float(before["dur"]) for before, e in zip(ops, ops[1:])}
+    window, _, _ = _window_of(ops, marker, iterations, timeline_path)
     kernels = []
-    for e in ops:
+    for e in window:
         args = e.get("args") or {}
         if e.get("name", "").startswith(("copy ", "memset ")):
             continue  # the program's own: not counted
         if "flops" not in args:
             raise NoBound(f"{timeline_path}: kernel '{e.get('name')}' carries no cost "
-                            "(a simulated GPU older than this bound)")
+                          "(a simulated GPU older than this bound)")
+        start = float(e["ts"])
         kernels.append((e["name"], float(args["flops"]),
-                        [(int(p, 16), int(span), float(b), float(w)) for p, span, b, w in args["reaches"]]))
+                        [(int(p, 16), int(span), float(b), float(w)) for p, span, b, w in args["reaches"]],
+                        max(0.0, start - ended.get(id(e), start)) / 1e3, float(e["dur"]) / 1e3))
     return kernels
 
 
 def iteration(trace_path, timeline_path, marker, iterations):
     """The allocations (read_trace) and the last whole iteration's kernels, as the timeline
-    prices them and with the spans liblms makes resident for them: [(name, flops, reaches,
-    needs)]."""
+    prices them and with the spans liblms makes resident for them: [Kernel]."""
     allocations, launches = read_trace(trace_path, marker, iterations)
     priced = read_timeline(timeline_path, marker, iterations)
-    if [n for n, _ in launches] != [n for n, _, _ in priced]:
+    if [n for n, _ in launches] != [k[0] for k in priced]:
         raise NoBound(f"{trace_path} and {timeline_path}: the iteration's kernels differ "
-                        f"({len(launches)} launches traced, {len(priced)} kernels on the timeline)")
-    return allocations, [(name, flops, reaches, needs) for (name, flops, reaches), (_, needs) in zip(priced, launches)]
+                      f"({len(launches)} launches traced, {len(priced)} kernels on the timeline)")
+    return allocations, [Kernel(name, flops, reaches, needs, waited, ran)
+                         for (name, flops, reaches, waited, ran), (_, needs) in zip(priced, launches)]
 
 
 def segments(allocations, kernels):
@@ -151,8 +161,9 @@ def segments(allocations, kernels):
     one segment every kernel reaches, and needs, every byte alike."""
     bases = [a for a, _ in allocations]
     cuts = {a: {a, a + n} for a, n in allocations}
-    for _, _, reaches, needs in kernels:
-        for edge in [e for p, span, _, _ in reaches for e in (p, p + span)] + [e for span in needs for e in span]:
+    for kernel in kernels:
+        for edge in ([e for p, span, _, _ in kernel.reaches for e in (p, p + span)] +
+                     [e for span in kernel.needs for e in span]):
             i = bisect.bisect_right(bases, edge) - 1
             if i >= 0 and edge < bases[i] + allocations[i][1]:
                 cuts[bases[i]].add(edge)
@@ -176,16 +187,16 @@ class Classes:
 
         per_segment = [[] for _ in segs]  # (k, needed, read, written) per byte, for each kernel that has it
         self.outside = []
-        for k, (_, _, reaches, needs) in enumerate(kernels):
+        for k, kernel in enumerate(kernels):
             rates, outside = {}, 0.0
-            for pointer, span, moved, written in reaches:
+            for pointer, span, moved, written in kernel.reaches:
                 inside = 0
                 for j in within(pointer, pointer + span):
                     r, w = rates.get(j, (0.0, 0.0))
                     rates[j] = (r + (moved - written) / span, w + written / span)
                     inside += segs[j][1]
                 outside += moved * (1 - inside / span)
-            needed = {j for lo, hi in needs for j in within(lo, hi)} | set(rates)
+            needed = {j for lo, hi in kernel.needs for j in within(lo, hi)} | set(rates)
             for j in sorted(needed):
                 per_segment[j].append((k,) + rates.get(j, (0.0, 0.0)))
             self.outside.append(outside)
@@ -259,7 +270,7 @@ def linear_program(classes, kernels, cap_bytes, link, model):
         at_most(f"h{p}", into + [(load * r, v) for r, v in read], per_ms["h2d"], p)
         at_most(f"b{p}", out + into + read + written, per_ms["overlap"], p)
         if kernel:
-            flops = kernels[k][1]
+            flops = kernels[k].flops
             shortest = max(model["kernel_min_ns"], flops / (model["fp32_flops"] * model["kernel_efficiency"]) * 1e9)
             bounds.append(f" D{p} >= {shortest * 1e-6!r}")
             device_bytes = (sum((r + w) * classes.sizes[c] for c, (r, w) in rates.items()) + classes.outside[k]) * gb
@@ -297,7 +308,10 @@ def solve(program):
 
 def least_time(trace_path, timeline_path, report_path, cap_bytes, marker, iterations):
     """{"ns": the least iteration time, "bytes_copied": the bytes its schedule copies out and in,
-    "bytes_in_host_memory": those its kernels use there}, per iteration; raises NoBound."""
+    "bytes_in_host_memory": those its kernels use there}, per iteration; and "kernels", per
+    kernel of the iteration: its name, how long the run waited before it and ran it
+    (waited_ms, ran_ms), and how long the fastest schedule does (gap_ms, ms) and what it copies
+    meanwhile (out_gb, in_gb). Raises NoBound."""
     try:
         with open(report_path) as f:
             report = json.load(f)
@@ -311,19 +325,54 @@ def least_time(trace_path, timeline_path, report_path, cap_bytes, marker, iterat
     classes = Classes(segments(allocations, kernels), kernels)
     values = solve(linear_program(classes, kernels, cap_bytes, link, model))
     phases = 2 * len(kernels)
+
+    def copied(direction, p):
+        return sum(values.get(f"{direction}{c}_{p % phases}", 0.0) for c in range(len(classes.sizes)))
+
     used_on_host = sum((r + w) * values.get(f"x{c}_{2 * k}", 0.0)
                        for k, rates in enumerate(classes.rates) for c, (r, w) in rates.items())
     return {"ns": sum(values.get(f"D{p}", 0.0) for p in range(phases)) * 1e6,
             "bytes_copied": sum(v for name, v in values.items() if name[0] in "oi") * 1e9,
-            "bytes_in_host_memory": used_on_host * 1e9}
+            "bytes_in_host_memory": used_on_host * 1e9,
+            "kernels": [{"name": kernel.name, "waited_ms": kernel.waited_ms, "ran_ms": kernel.ran_ms,
+                         "gap_ms": values.get(f"D{2 * k - 1 if k else phases - 1}", 0.0),
+                         "ms": values.get(f"D{2 * k}", 0.0),
+                         "out_gb": copied("o", 2 * k - 1) + copied("o", 2 * k),
+                         "in_gb": copied("i", 2 * k - 1) + copied("i", 2 * k)} for k, kernel in enumerate(kernels)]}
+
+
+def print_by_kernel(least):
+    """The run's iteration beside the fastest schedule's, kernel by kernel."""
+    print(f"{'kernel':24} {'run: waited':>12} {'ran':>8} {'fastest: gap':>13} {'ran':>8} {'out GB':>7} {'in GB':>7}")
+    for k in least["kernels"]:
+        print(f"{k['name'][:24]:24} {k['waited_ms']:9.2f} ms {k['ran_ms']:5.2f} ms {k['gap_ms']:10.2f} ms "
+              f"{k['ms']:5.2f} ms {k['out_gb']:7.3f} {k['in_gb']:7.3f}")
+    run = sum(k["waited_ms"] + k["ran_ms"] for k in least["kernels"])
+    print(f"iteration: the run's {run:.2f} ms, the fastest schedule's {least['ns'] / 1e6:.2f} ms "
+          f"({least['bytes_copied'] / 1e9:.2f} GB copied, {least['bytes_in_host_memory'] / 1e9:.2f} GB used in host memory)")
+
+
+def main():
+    import argparse
+    parser = argparse.ArgumentParser(description="The least time an iteration of a simulated run that swaps can take.")
+    parser.add_argument("trace", help="liblms's trace of the run (LMS_TRACE, LMS_TRACE_USES=1)")
+    parser.add_argument("timeline", help="the simulated device's timeline of the same run (LMS_SIM_TIMELINE)")
+    parser.add_argument("report", help="the simulated device's report of the same run (LMS_SIM_REPORT)")
+    parser.add_argument("cap_mib", type=int, help="the cap liblms ran under (its soft limit), in MiB")
+    parser.add_argument("marker", help="a kernel each iteration starts as many times (the trainer's: gather)")
+    parser.add_argument("iterations", type=int, help="the run's iterations")
+    parser.add_argument("--by-kernel", action="store_true",
+                        help="print the run's waits and kernels beside the fastest schedule's, kernel by kernel")
+    args = parser.parse_args()
+    try:
+        least = least_time(args.trace, args.timeline, args.report, args.cap_mib << 20, args.marker, args.iterations)
+    except NoBound as e:
+        raise SystemExit(f"least_time.py: {e}")
+    if args.by_kernel:
+        print_by_kernel(least)
+    else:
+        print(json.dumps({k: v for k, v in least.items() if k != "kernels"}))
 
 
 if __name__ == "__main__":
-    import sys
-    if len(sys.argv) != 7:
-        sys.exit("usage: least_time.py TRACE TIMELINE REPORT CAP_MIB MARKER ITERATIONS")
-    try:
-        print(json.dumps(least_time(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) << 20,
-                                    sys.argv[5], int(sys.argv[6]))))
-    except NoBound as e:
-        sys.exit(f"least_time.py: {e}")
+    main()
