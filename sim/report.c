@@ -49,12 +49,12 @@ __attribute__((destructor)) static void write_report(void)
             "\"d2h\": %.1f, \"bidirectional\": %.1f, \"overlap\": %.1f}, \"kernels\": {\"fp32_flops\": %.17g, "
             "\"hbm_bytes\": %.17g, \"kernel_efficiency\": %.17g, \"kernel_min_ns\": %.17g, "
             "\"zero_copy_bytes\": %.17g, \"zero_copy_direction_load\": %.17g, "
-            "\"zero_copy_read_request_load\": %.17g, \"memset_rate\": %.17g}, \"host_ns\": %llu, "
+            "\"zero_copy_read_request_load\": %.17g}, \"host_ns\": %llu, "
             "\"host_waited_ns\": %llu, \"devices\": [",
             cal->version, cal->pinned_h2d / 1e9, cal->pinned_d2h / 1e9, cal->pinned_bidirectional / 1e9,
             cal->pinned_overlap / 1e9, cal->fp32_flops, cal->hbm_bytes, cal->kernel_efficiency, cal->kernel_min_ns,
             cal->zero_copy_bytes, cal->zero_copy_direction_load, cal->zero_copy_read_request_load,
-            cal->memset_rate, (unsigned long long)cd_host_now(), (unsigned long long)cd_host_waited());
+            (unsigned long long)cd_host_now(), (unsigned long long)cd_host_waited());
     for (int d = 0; d < cd.device_count; d++) {
         const sim_timeline *t = &cd.devices[d].timeline;
         fprintf(f, "%s{\"done_ns\": %llu, \"busy_ns\": {\"compute\": %llu, \"h2d\": %llu, \"d2h\": %llu}}",

@@ -92,7 +92,7 @@ void cd_timeline_op_locked(const cd_stream *s, const cd_op *op, sim_engine engin
 {
     if (atomic_load_explicit(&unwanted, memory_order_relaxed))
         return;
-    char name[160], args[160], cost[80 * SIM_MAX_KERNEL_PARAMS] = "";
+    char name[160], args[160], cost[96 * SIM_MAX_KERNEL_PARAMS + 64] = "";
     size_t bytes = 0;
     switch (op->kind) {
     case CD_OP_KERNEL:

@@ -21,8 +21,7 @@ tmp = scratch()
 # The simulated H100's figures, as its report gives them.
 LINK = {"h2d": 55.0, "d2h": 55.0, "bidirectional": 93.7, "overlap": 92.4}
 KERNELS = {"fp32_flops": 494.7e12, "hbm_bytes": 2880e9, "kernel_efficiency": 0.1866, "kernel_min_ns": 3000,
-           "zero_copy_bytes": 51.6e9, "zero_copy_direction_load": 55.0 / 51.6, "zero_copy_read_request_load": 0.957,
-           "memset_rate": 2880e9}
+           "zero_copy_bytes": 51.6e9, "zero_copy_direction_load": 55.0 / 51.6, "zero_copy_read_request_load": 0.957}
 FLOPS_PER_MS = KERNELS["fp32_flops"] * KERNELS["kernel_efficiency"] * 1e-3
 
 
