@@ -258,8 +258,8 @@ int cd_kernel_cost_json_locked(const cd_op *op, char *out, size_t size)
     size_t used = (size_t)snprintf(out, size, "\"flops\": %.17g, \"reaches\": [", lc.cost.flops);
     const char *comma = "";
     for (int i = 0; i < lc.count && used < size; i++) {
-        if (lc.cost.bytes[i] <= 0 || !lc.pointers[i])
-            continue;
+        if ((lc.cost.bytes[i] <= 0 && lc.cost.extent[i] <= 0) || !lc.pointers[i])
+            continue; /* reaches nothing: cd_kernel_reaches_locked checks the same spans */
         used += (size_t)snprintf(out + used, size - used, "%s[\"0x%llx\", %zu, %.17g, %.17g]", comma,
                                  (unsigned long long)lc.pointers[i], reach_of(&lc, i), lc.cost.bytes[i],
                                  lc.cost.written[i]);

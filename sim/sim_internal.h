@@ -520,7 +520,7 @@ double cd_host_share_locked(uintptr_t ptr, size_t size);
 void cd_kernel_price_locked(const cd_op *op, double *flops, double *device_bytes, double *host_bytes,
                             double *host_written);
 /* The same cost, wherever its memory lies, as JSON members for the timeline: "flops", and
- * "reaches", per pointer parameter that moves bytes, [pointer, span reached, bytes, of them
+ * "reaches", per pointer parameter that reaches memory, [pointer, span reached, bytes, of them
  * written]. A bound on the fastest schedule of a run (tools/bench/least_time.py) prices the
  * launch with its memory placed otherwise from them. Returns 0 when size is too small. */
 int cd_kernel_cost_json_locked(const cd_op *op, char *out, size_t size);
