@@ -18,7 +18,7 @@ spec = importlib.util.spec_from_loader("lms_bench", loader)
 bench = importlib.util.module_from_spec(spec)
 loader.exec_module(bench)
 
-plan(17)
+plan(18)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.json")) as f:
     results = json.load(f)
 with open(os.path.join(SOURCE, "docs", "benchmarks", "results.md")) as f:
@@ -113,6 +113,11 @@ os.remove(timeline)
 said = bench.markdown(dict(results, cifar10=dict(results["cifar10"], rows=[dict(results["cifar10"]["rows"][0], engines=engines)])))
 ok("| compute / h2d / d2h busy | host waits |" in said and "| 40.0 % / 50.0 % / 40.0 % | 20.0 % |" in said,
    "the report gives the measured row's busy shares, as the simulator's", said[-3000:])
+fast = results["cifar10"]["rows"][1]
+slower = dict(fast, fastest_images_per_s=fast["images_per_s"] * 0.99)
+errors = bench.consistency_errors(dict(results, cifar10=dict(results["cifar10"], rows=[slower]), unet3d={}))
+ok(any(f"is above the fastest schedule's {slower['fastest_images_per_s']:.0f}" in e for e in errors),
+   "a row faster than the fastest schedule is an inconsistency", errors)
 bench.PLATFORM.simulated = True
 row = bench.timed_iterations(dict(longer, swapped_in={"count": 0, "bytes": 0}), shorter, minimum)
 ok(row["bytes_swapped"] < 0, "on the simulator, whose runs are deterministic, it stays a figure (for consistency_errors)")
