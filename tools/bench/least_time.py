@@ -185,7 +185,7 @@ class Classes:
                 yield i
                 i += 1
 
-        per_segment = [[] for _ in segs]  # (k, needed, read, written) per byte, for each kernel that has it
+        per_segment = [[] for _ in segs]  # (k, read, written) per byte, for each kernel that needs it
         self.outside = []
         for k, kernel in enumerate(kernels):
             rates, outside = {}, 0.0
