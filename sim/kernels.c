@@ -222,6 +222,12 @@ static void cost_of(const cd_op *op, launch_cost *lc)
     free(launch.params);
 }
 
+/* Whether pointer parameter i reaches memory: it moves bytes or its cost gives it a span. */
+static bool reaches_memory(const launch_cost *lc, int i)
+{
+    return (lc->cost.bytes[i] > 0 || lc->cost.extent[i] > 0) && lc->pointers[i];
+}
+
 /* The span pointer parameter i reaches: its extent, or its first byte where the cost function
  * gives none. */
 static size_t reach_of(const launch_cost *lc, int i)
@@ -258,8 +264,8 @@ int cd_kernel_cost_json_locked(const cd_op *op, char *out, size_t size)
     size_t used = (size_t)snprintf(out, size, "\"flops\": %.17g, \"reaches\": [", lc.cost.flops);
     const char *comma = "";
     for (int i = 0; i < lc.count && used < size; i++) {
-        if ((lc.cost.bytes[i] <= 0 && lc.cost.extent[i] <= 0) || !lc.pointers[i])
-            continue; /* reaches nothing: cd_kernel_reaches_locked checks the same spans */
+        if (!reaches_memory(&lc, i))
+            continue; /* the spans cd_kernel_reaches_locked checks, no others */
         used += (size_t)snprintf(out + used, size - used, "%s[\"0x%llx\", %zu, %.17g, %.17g]", comma,
                                  (unsigned long long)lc.pointers[i], reach_of(&lc, i), lc.cost.bytes[i],
                                  lc.cost.written[i]);
@@ -298,8 +304,7 @@ bool cd_kernel_reaches_locked(const cd_op *op, const cd_ctx *ctx)
     launch_cost lc;
     cost_of(op, &lc);
     for (int i = 0; i < lc.count; i++) {
-        if ((lc.cost.bytes[i] > 0 || lc.cost.extent[i] > 0) && lc.pointers[i] &&
-            !cd_kernel_may_touch_locked(lc.pointers[i], reach_of(&lc, i), ctx))
+        if (reaches_memory(&lc, i) && !cd_kernel_may_touch_locked(lc.pointers[i], reach_of(&lc, i), ctx))
             return false;
     }
     return true;
