@@ -65,22 +65,17 @@ def _events(path, what):
     return events
 
 
-def _iteration_window(starts, iterations, marker, path):
-    """The indices that start the last whole iteration and the next one, of `starts` (the
-    indices of the kernels named `marker`, of which each iteration starts as many)."""
+def _window_of(events, marker, iterations, path):
+    """The events of the last whole iteration, sorted by time, and the times it starts and the
+    next one does: each of the run's iterations starts as many kernels named `marker`."""
+    events = sorted(events, key=lambda e: float(e["ts"]))
+    starts = [i for i, e in enumerate(events) if e.get("name") == marker]
     if not starts or len(starts) % iterations:
         raise NoBound(f"{path}: {len(starts)} kernels named '{marker}' do not divide into {iterations} iterations")
     every = len(starts) // iterations
     if len(starts) < 2 * every:
         raise NoBound(f"{path}: fewer than two iterations")
-    return starts[-2 * every], starts[-every]
-
-
-def _window_of(events, marker, iterations, path):
-    """The events of the last whole iteration, sorted by time (each of the run's iterations
-    starts as many kernels named `marker`)."""
-    events = sorted(events, key=lambda e: float(e["ts"]))
-    lo, hi = _iteration_window([i for i, e in enumerate(events) if e.get("name") == marker], iterations, marker, path)
+    lo, hi = starts[-2 * every], starts[-every]
     return events[lo:hi], float(events[lo]["ts"]), float(events[hi]["ts"])
 
 
