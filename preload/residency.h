@@ -60,6 +60,7 @@ typedef struct lms_call {
     int device;           /* with uses_any, the current device: its allocations wait for it */
     int timed_device;     /* the device whose step times the call marks (step_times.h), or -1 */
     const char *what;     /* the kernel's name, "memcpy" or "memset": for the trace */
+    int copy;             /* "memcpy": a copy engine serves it, in the order copies are queued */
     size_t ref_count, ref_cap;
     lms_ref *refs;        /* ranges and scanned words; inline_refs until it grows */
     size_t held_count, held_cap;
