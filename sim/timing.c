@@ -16,9 +16,9 @@ static sim_ns later(sim_ns a, sim_ns b)
 
 sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, sim_ns *start)
 {
-    *start = later(ready, t->free_at[SIM_ENGINE_COMPUTE]);
+    *start = later(ready, t->compute_free_at);
     sim_ns end = *start + (sim_ns)(duration_ns + 0.5);
-    t->free_at[SIM_ENGINE_COMPUTE] = end;
+    t->compute_free_at = end;
     t->busy_ns[SIM_ENGINE_COMPUTE] += end - *start;
     return end;
 }
@@ -61,17 +61,24 @@ void sim_timeline_forget_before(sim_timeline *t, sim_ns now)
     t->link_count -= gone;
 }
 
+/* When a transfer moved its bytes: from its first to its end, moving for `moving_ns` of it. */
+typedef struct sim_moved {
+    double first, end, moving_ns;
+} sim_moved;
+
 /* Moves `bytes` from time `from`, share[d] of them in direction d, at no more than `rate`,
  * through what the transfers scheduled before leave: of each direction its capacity, taking
  * load[d] of it per byte moved, and of both the bidirectional bandwidth, taken by the bytes
- * themselves. Adds itself to the link's load; returns its end. */
-static double transfer(sim_timeline *t, const double share[2], const double load[2], double from, double bytes,
-                       double rate)
+ * themselves. Adds itself to the link's load. */
+static sim_moved transfer(sim_timeline *t, const double share[2], const double load[2], double from,
+                          double bytes, double rate)
 {
     const sim_calibration *cal = sim_calibration_now();
     const double capacity[2] = {cal->pinned_h2d, cal->pinned_d2h};
     double now = from, left = bytes;
     int i = point_at(t, now);
+    sim_moved moved = {from, from, 0};
+    int moving = 0;
     while (left > 0) {
         const sim_link_point *used = i >= 0 ? &t->link[i] : &idle_link;
         double until = i >= 0 && i + 1 < t->link_count ? t->link[i + 1].at : -1;
@@ -86,6 +93,10 @@ static double transfer(sim_timeline *t, const double share[2], const double load
             i++;
             continue;
         }
+        if (!moving) {
+            moved.first = now;
+            moving = 1;
+        }
         double can = until < 0 ? left : (until - now) * r / 1e9;
         double end = can >= left ? now + left / r * 1e9 : until;
         left = can >= left ? 0 : left - can;
@@ -98,9 +109,11 @@ static double transfer(sim_timeline *t, const double share[2], const double load
             }
             i++;
         }
+        moved.moving_ns += end - now;
         now = end;
     }
-    return now;
+    moved.end = now;
+    return moved;
 }
 
 sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, double bytes,
@@ -108,17 +121,16 @@ sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, doubl
 {
     const sim_calibration *cal = sim_calibration_now();
     const double share[2] = {engine == SIM_ENGINE_H2D, engine == SIM_ENGINE_D2H};
-    *start = later(ready, t->free_at[engine]);
-    sim_ns end = (sim_ns)(transfer(t, share, share, (double)*start + cal->copy_latency_ns, bytes, rate) + 0.5);
-    t->free_at[engine] = end;
-    t->busy_ns[engine] += end - *start;
-    return end;
+    sim_moved moved = transfer(t, share, share, (double)ready + cal->copy_latency_ns, bytes, rate);
+    *start = (sim_ns)(moved.first - cal->copy_latency_ns + 0.5);
+    t->busy_ns[engine] += (sim_ns)(cal->copy_latency_ns + moved.moving_ns + 0.5);
+    return (sim_ns)(moved.end + 0.5);
 }
 
 sim_ns sim_timeline_zero_copy(sim_timeline *t, sim_ns ready, double duration_ns, double host_bytes,
                               double share_h2d, sim_ns *start)
 {
-    *start = later(ready, t->free_at[SIM_ENGINE_COMPUTE]);
+    *start = later(ready, t->compute_free_at);
     double end = (double)*start + duration_ns;
     if (host_bytes > 0) {
         const sim_calibration *cal = sim_calibration_now();
@@ -126,7 +138,7 @@ sim_ns sim_timeline_zero_copy(sim_timeline *t, sim_ns ready, double duration_ns,
         /* Its direction's as measured; its reads' requests also take the other one's. */
         const double load[2] = {share[0] * cal->zero_copy_direction_load,
                                 share[1] * cal->zero_copy_direction_load + share[0] * cal->zero_copy_read_request_load};
-        double moved = transfer(t, share, load, (double)*start, host_bytes, cal->zero_copy_bytes);
+        double moved = transfer(t, share, load, (double)*start, host_bytes, cal->zero_copy_bytes).end;
         end = moved > end ? moved : end;
     }
     return sim_timeline_compute(t, *start, end - (double)*start, start);

@@ -5,8 +5,11 @@
  * an operation starts once its stream's previous work has ended, the events it waits for
  * have been reached and the engine it needs is free, and it ends after its modelled
  * duration. Each device has one compute engine (kernels, device-to-device copies and
- * memsets, one at a time: real kernels may overlap, the model does not) and a copy engine
- * per direction, which share the PCIe link with the work that reaches host memory. The host
+ * memsets, one at a time: real kernels may overlap, the model does not) and copy engines,
+ * which share the PCIe link with the work that reaches host memory: a copy takes what the
+ * transfers scheduled before it leave of the link, from when its stream lets it start, so a
+ * copy still waiting on its stream holds back none queued after it on another (as measured on
+ * the H100, which has three copy engines). The host
  * clock advances by the modelled cost of each driver call, and calls that wait move it to the
  * completion time of what they wait for; the host's own computing between calls is not
  * counted, so that results do not depend on the machine. */
@@ -39,7 +42,7 @@ typedef struct sim_link_point {
 /* One device's engines, and its link's load over time: points in time order, the link idle
  * after the last. */
 typedef struct sim_timeline {
-    sim_ns free_at[SIM_ENGINE_COUNT];
+    sim_ns compute_free_at;
     sim_ns busy_ns[SIM_ENGINE_COUNT];
     sim_link_point *link;
     int link_count, link_cap;
@@ -52,10 +55,11 @@ const sim_calibration *sim_calibration_now(void);
  * end, and the start in *start. */
 sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, sim_ns *start);
 
-/* Schedules a copy of `bytes` on a copy engine (SIM_ENGINE_H2D or _D2H) at `rate` when it
- * has the link to itself. Where it overlaps the transfers scheduled before it, it gets what
- * they leave of its direction and of the bidirectional bandwidth: what was scheduled first
- * keeps its rate. Returns the end, and the start in *start. (Should memory for the link's
+/* Schedules a copy of `bytes` towards the device (SIM_ENGINE_H2D) or away from it (_D2H), ready
+ * at `ready`, at `rate` when it has the link to itself. Where it overlaps the transfers
+ * scheduled before it, it gets what they leave of its direction and of the bidirectional
+ * bandwidth: what was scheduled first keeps its rate, and one that takes all of its direction
+ * holds it back until it ends. Returns the end, and in *start when it began to move bytes. (Should memory for the link's
  * load run short, a transfer is priced but not recorded: later ones find the link freer.) */
 sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, double bytes,
                          double rate, sim_ns *start);

@@ -4,9 +4,8 @@
 // with a copy engine's copy in either direction: a kernel reading, queued before the copy and
 // after it, and a kernel writing, queued before it. The simulator's link model is calibrated
 // from these (sim/calibration.c). Last, whether a copy to the host on one stream passes one
-// queued before it on another that still waits for a kernel: the simulator has one copy
-// engine a direction, which takes copies in the order they were queued, where the H100 has
-// three. Then how the two directions share the link: when each copy ends, queued at once;
+// queued before it on another that still waits for a kernel (the H100's did, on 2026-11-27,
+// and the simulator's do since). Then how the two directions share the link: when each copy ends, queued at once;
 // one joining the other 2 ms later; and over eight copies each way (the simulator's model of
 // it is fitted to the pair's total alone). Prints one JSON object (GB/s and ms, median).
 #include <cuda_runtime.h>
