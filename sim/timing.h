@@ -9,10 +9,10 @@
  * which share the PCIe link with the work that reaches host memory: a copy takes what the
  * transfers scheduled before it leave of the link, from when its stream lets it start, so a
  * copy still waiting on its stream holds back none queued after it on another (as measured on
- * the H100, which has three copy engines). The host
- * clock advances by the modelled cost of each driver call, and calls that wait move it to the
- * completion time of what they wait for; the host's own computing between calls is not
- * counted, so that results do not depend on the machine. */
+ * the H100, which has three copy engines). The host clock advances by the modelled cost of
+ * each driver call, and calls that wait move it to the completion time of what they wait for;
+ * the host's own computing between calls is not counted, so that results do not depend on the
+ * machine. */
 #ifndef LMS_SIM_TIMING_H
 #define LMS_SIM_TIMING_H
 
@@ -59,8 +59,9 @@ sim_ns sim_timeline_compute(sim_timeline *t, sim_ns ready, double duration_ns, s
  * at `ready`, at `rate` when it has the link to itself. Where it overlaps the transfers
  * scheduled before it, it gets what they leave of its direction and of the bidirectional
  * bandwidth: what was scheduled first keeps its rate, and one that takes all of its direction
- * holds it back until it ends. Returns the end, and in *start when it began to move bytes. (Should memory for the link's
- * load run short, a transfer is priced but not recorded: later ones find the link freer.) */
+ * holds it back until it ends. Returns the end, and in *start when it began to move bytes.
+ * (Should memory for the link's load run short, a transfer is priced but not recorded: later
+ * ones find the link freer.) */
 sim_ns sim_timeline_copy(sim_timeline *t, sim_engine engine, sim_ns ready, double bytes,
                          double rate, sim_ns *start);
 
