@@ -58,6 +58,15 @@ static void start_together(CUevent a)
     CHECK_CU(cuStreamWaitEvent(s2, a, 0));
 }
 
+/* start_together at a new event a, with two more events made for what ends after it. */
+static void start_together_timed(CUevent *a, CUevent *first, CUevent *second)
+{
+    CHECK_CU(cuEventCreate(a, 0));
+    CHECK_CU(cuEventCreate(first, 0));
+    CHECK_CU(cuEventCreate(second, 0));
+    start_together(*a);
+}
+
 /* `count` copies of `chunk` bytes each way, queued in turn on two streams, each to the device
  * first, from a common start: when the last to the device and the last to the host end. */
 static void copies_each_way(CUdeviceptr dev, void *pinned, size_t chunk, int count, double *in_ms,
@@ -114,10 +123,7 @@ static void test_both_directions_as_measured(CUdeviceptr dev, void *pinned)
 static void test_copies_queued_ahead(CUdeviceptr dev, void *pinned)
 {
     CUevent a, in_done, out_done;
-    CHECK_CU(cuEventCreate(&a, 0));
-    CHECK_CU(cuEventCreate(&in_done, 0));
-    CHECK_CU(cuEventCreate(&out_done, 0));
-    start_together(a);
+    start_together_timed(&a, &in_done, &out_done);
     for (int i = 0; i < 4; i++)
         CHECK_CU(cuMemcpyDtoHAsync_v2((char *)pinned + GIB + i * 256 * MIB, dev + GIB + i * 256 * MIB,
                                       256 * MIB, s2));
@@ -148,10 +154,7 @@ static void launch_scale(CUstream s, CUdeviceptr data, int n)
 static void test_copy_passes_waiting_copy(CUdeviceptr dev, void *pinned)
 {
     CUevent a, first_done, second_done;
-    CHECK_CU(cuEventCreate(&a, 0));
-    CHECK_CU(cuEventCreate(&first_done, 0));
-    CHECK_CU(cuEventCreate(&second_done, 0));
-    start_together(a);
+    start_together_timed(&a, &first_done, &second_done);
     launch_scale(s2, dev, (int)(2 * GIB / sizeof(float)));
     CHECK_CU(cuMemcpyDtoHAsync_v2(pinned, dev, 256 * MIB, s2));
     CHECK_CU(cuEventRecord(first_done, s2));
