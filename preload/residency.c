@@ -86,9 +86,6 @@ static struct {
 static _Thread_local uint32_t held_devices;
 /* The thread ran out of memory: the live allocations are dumped once it holds no lock. */
 static _Thread_local int oom_dump_wanted;
-/* The thread is issuing a copy of the program's (from its lms_call_begin to its lms_call_end):
- * the plan's evictions wait until it has been queued (plan_evictions). */
-static _Thread_local int issuing_copy;
 
 #define DEVICE_BIT(d) ((uint32_t)1 << (d))
 #define ALL_DEVICES ((uint32_t)((1ull << LMS_MAX_DEVICES) - 1))
@@ -1554,13 +1551,11 @@ static void plan_evictions(int d)
  * does not fit yet, making room (mode ROOM_EVICT) queues the evictions of the victims, without
  * waiting: a later call brings it back once that room is there. The evictions that keep the
  * policy's share of the soft limit free (lms_policy_room_to_keep) are queued first. With
- * ROOM_FREE it queues no eviction the plan has not decided. */
+ * ROOM_FREE it queues no eviction. */
 static void prefetch(int d, uint64_t step, room_mode mode)
 {
     lms_device *ds = &R.dev[d];
     reap_evictions(d, 0);
-    if (planned_count[d] && !issuing_copy)
-        queue_planned(d);
     double room_share = mode == ROOM_EVICT ? lms_policy_room_to_keep(ds->policy) : 0;
     if (room_share > 0)
         queue_room(d, (size_t)((double)ds->soft_limit * room_share));
@@ -1588,7 +1583,7 @@ int lms_host_waits_wanted(void)
  * the program would by more than one eviction's copy. The restores take only the room those
  * evictions free: an eviction queued now would stand in the copy engine's queue ahead of a
  * copy the program waits for (its loss, read back). */
-void lms_host_waits(int (*awaited_done)(void *what), void *what)
+void lms_host_waits(int (*awaited_done)(void *what), void *what, int copy_follows)
 {
     if (!lms_host_waits_wanted())
         return;
@@ -1601,9 +1596,9 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
             continue;
         }
         /* The evictions decided before the program's wait: queued, or planned and waiting
-         * for the copy-out stream. Those planned go now, behind all the program waits for,
-         * unless that is a copy not queued yet. */
-        if (planned_count[d] && !issuing_copy)
+         * for the copy-out stream. Those planned go behind all the program waits for, but not
+         * ahead of its copy. */
+        if (planned_count[d] && !copy_follows)
             queue_planned(d);
         size_t older = planned_count[d];
         for (const lms_block *a = ds->evicting; a; a = a->next_evicting)
@@ -1614,6 +1609,8 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what)
             if (waited != CUDA_SUCCESS || finished == 0)
                 break;
             older -= finished < older ? finished : older;
+            if (planned_count[d] && !copy_follows)
+                queue_planned(d);
             prefetch(d, atomic_load(&R.step), ROOM_FREE);
         }
         unlock_devices();
@@ -1751,20 +1748,24 @@ static int names_device(const lms_call *call, size_t i)
     return i == 0 || call->held[i].alloc->device != call->held[0].alloc->device;
 }
 
-/* Work ahead of need on the devices whose allocations the call holds. liblms queues it right
- * before a launch, and right after a copy of the program's: copy engines serve their direction
- * in the order copies are queued, and the program often waits for its copy to the host (see
- * plan_evictions). */
+/* The plan's evictions noted so far, then work ahead of need, on the devices whose allocations
+ * the call holds. liblms queues them right before a launch, and right after a copy of the
+ * program's: copy engines serve their direction in the order copies are queued, and the
+ * program often waits for its copy to the host (see plan_evictions). */
 static void prefetch_for(const lms_call *call, uint64_t step)
 {
-    for (size_t i = 0; i < call->held_count; i++)
-        if (names_device(call, i))
-            prefetch(call->held[i].alloc->device, step, ROOM_EVICT);
+    for (size_t i = 0; i < call->held_count; i++) {
+        int d = call->held[i].alloc->device;
+        if (!names_device(call, i))
+            continue;
+        if (planned_count[d])
+            queue_planned(d);
+        prefetch(d, step, ROOM_EVICT);
+    }
 }
 
 CUresult lms_call_begin(lms_call *call)
 {
-    issuing_copy = call->copy;
     if (!swapping() || (call->ref_count == 0 && !call->uses_any))
         return CUDA_SUCCESS;
     call->capturing = lms_graph_capturing(call->stream);
@@ -1814,7 +1815,6 @@ CUresult lms_call_begin(lms_call *call)
 
 void lms_call_end(lms_call *call, CUresult result)
 {
-    issuing_copy = 0;
     if (call->held_count || call->uses_any) {
         CUstreamCaptureMode mode = enter();
         uint32_t devices = call->device >= 0 ? DEVICE_BIT(call->device) : 0;

@@ -71,8 +71,9 @@ typedef struct lms_call {
 
 /* The program is about to wait for the device: the evictions in flight finish meanwhile, and
  * what the policy names comes back into the room they free, instead of when the program's next
- * call needs it. */
-void lms_host_waits(int (*awaited_done)(void *what), void *what);
+ * call needs it. copy_follows: the wait is for the work before a copy of the program's, queued
+ * once it returns (a read into host memory): the plan's evictions wait for that copy. */
+void lms_host_waits(int (*awaited_done)(void *what), void *what, int copy_follows);
 /* Whether lms_host_waits does anything (swapping, with LMS_PREFETCH): a caller may spare the
  * making of what it would wait on. */
 int lms_host_waits_wanted(void);

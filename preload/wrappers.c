@@ -210,7 +210,7 @@ static void wait_before_copy(const lms_call *call, CUdeviceptr dst, int synchron
     if (lms_real.cuEventCreate(&queued, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         return;
     if (lms_real.cuEventRecord(queued, call->stream) == CUDA_SUCCESS)
-        lms_host_waits(event_done, queued);
+        lms_host_waits(event_done, queued, 1);
     lms_real.cuEventDestroy_v2(queued);
 }
 
@@ -453,7 +453,7 @@ LMS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 static CUresult cuStreamSynchronize_impl(__typeof__(cuStreamSynchronize) *real, int per_thread, CUstream stream)
 {
     if (!lms_passing_through())
-        lms_host_waits(stream_done, stream_of(per_thread, stream));
+        lms_host_waits(stream_done, stream_of(per_thread, stream), 0);
     return real(stream);
 }
 LMS_TWIN(cuStreamSynchronize, _ptsz, (CUstream stream), stream)
@@ -461,6 +461,6 @@ LMS_TWIN(cuStreamSynchronize, _ptsz, (CUstream stream), stream)
 LMS_EXPORT CUresult cuEventSynchronize(CUevent event)
 {
     if (!lms_passing_through())
-        lms_host_waits(event_done, event);
+        lms_host_waits(event_done, event, 0);
     return lms_real.cuEventSynchronize(event);
 }
