@@ -1433,13 +1433,23 @@ static void queue_room(int d, size_t bytes)
         evict_victims(d, need - have, "demand");
 }
 
+/* Where a call does not fit on its device, an evicted allocation the learned loop uses again
+ * only more than this many steps after it stays in host memory for the call, even where it
+ * would fit: restored, it would go out again before that use, its bytes copied in and out
+ * where the call moves them over PCIe once. Measured on the simulated H100 (make bench-sim's
+ * runs, 2026-11-28): cifar10_full at 4x, 8x and 12x the cap 1.9, 1.8 and 1.0 % faster, unet3d
+ * at 352^3 0.16 % slower, the others unchanged; 1 and 2 steps did the same as 3, 6 a little
+ * less. */
+#define RESTORED_IF_REUSED_WITHIN 3
+
 /* Makes the call's allocations resident. Where they do not all fit on their device, those
  * already there stay, the evicted ones go in while they fit, those the policy says are used
- * again soonest after the call first (then the largest: all alike under LRU), and the rest stay
- * in host memory, mapped at their addresses, for the call to read and write over PCIe (with
- * host VMM only); so does one whose backing queued work still uses there: restoring it would
- * wait for that work. The evictions that make room for every restore are queued before the
- * first restore waits for any, so that their copies follow one another. */
+ * again soonest after the call first (then the largest: all alike under LRU), but none used
+ * again only later than RESTORED_IF_REUSED_WITHIN steps on; the rest stay in host memory,
+ * mapped at their addresses, for the call to read and write over PCIe (with host VMM only); so
+ * does one whose backing queued work still uses there: restoring it would wait for that work.
+ * The evictions that make room for every restore are queued before the first restore waits
+ * for any, so that their copies follow one another. */
 static CUresult place_held(lms_call *call)
 {
     size_t avail[LMS_MAX_DEVICES], coming[LMS_MAX_DEVICES] = { 0 };
@@ -1455,7 +1465,8 @@ static CUresult place_held(lms_call *call)
         int d = a->device;
         if (a->place != LMS_EVICTED)
             continue;
-        if (a->padded <= avail[d] && !(a->host_mapped && !lms_swap_uses_done(&a->uses, 0))) {
+        int needed_soon = avail[d] == SIZE_MAX || h->reuse == UINT64_MAX || h->reuse <= RESTORED_IF_REUSED_WITHIN;
+        if (needed_soon && a->padded <= avail[d] && !(a->host_mapped && !lms_swap_uses_done(&a->uses, 0))) {
             coming[d] += a->padded;
             avail[d] -= avail[d] != SIZE_MAX ? a->padded : 0;
         } else {
