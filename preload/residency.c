@@ -1465,8 +1465,8 @@ static CUresult place_held(lms_call *call)
         int d = a->device;
         if (a->place != LMS_EVICTED)
             continue;
-        int needed_soon = avail[d] == SIZE_MAX || h->reuse == UINT64_MAX || h->reuse <= RESTORED_IF_REUSED_WITHIN;
-        if (needed_soon && a->padded <= avail[d] && !(a->host_mapped && !lms_swap_uses_done(&a->uses, 0))) {
+        int worth_restoring = avail[d] == SIZE_MAX || h->reuse == UINT64_MAX || h->reuse <= RESTORED_IF_REUSED_WITHIN;
+        if (worth_restoring && a->padded <= avail[d] && !(a->host_mapped && !lms_swap_uses_done(&a->uses, 0))) {
             coming[d] += a->padded;
             avail[d] -= avail[d] != SIZE_MAX ? a->padded : 0;
         } else {

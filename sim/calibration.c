@@ -56,7 +56,7 @@ const sim_calibration sim_calibration_h100 = {
      * on the H100 (docs/benchmarks/results.json, 2026-11-28; 212.5 k the day before). Until
      * then it was fitted to PyTorch eager's 281 k at batch 16384 (GPU-FACTS.md), a faster
      * program than the trainer: the simulated trainer ran a third faster than the real one,
-     * and unet3d at 208^3 64 % faster (make bench-sim, stage calibration, compares). */
+     * and unet3d at 208^3 64 % faster (make bench-sim's calibration stage compares them). */
     .kernel_efficiency = 0.1406,
     .kernel_min_ns = 3 * US,            /* assumed: the shortest kernel, launch latency included */
 

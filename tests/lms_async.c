@@ -272,8 +272,9 @@ static int larger_call_keeps_what_comes_next(void)
  * restored, it would be evicted again before its next use, its bytes copied in and out where
  * the call alone moves them over PCIe once. In add(d), add(e), add(f), copy_add(d <- s),
  * add(g), add(e), add(f), s (20 MiB) cannot fit on the 16 MiB device and d (8 MiB), evicted
- * by e and f, can, but is used again only four steps on. It was restored; on the simulated H100 leaving such buffers in host memory
- * made cifar10_full at 4x, 8x and 12x the cap 1.0-1.9 % faster (2026-11-28). */
+ * by e and f, can, but is used again only four steps on. It was restored; on the simulated
+ * H100 leaving such buffers in host memory made cifar10_full at 4x, 8x and 12x the cap
+ * 1.0-1.9 % faster (2026-11-28). */
 static int larger_call_leaves_far_reuse(void)
 {
     const size_t small = 8 * MIB, huge = 20 * MIB, other = 14 * MIB;
