@@ -228,11 +228,11 @@ static int used_on_host(const char *log, CUdeviceptr ptr)
 
 /* Once lookahead has learned the loop, a call larger than the device makes resident, of the
  * buffers it needs back, those its loop uses again soonest: in copy_add(d <- s), add(d),
- * add(e), add(f), the 8 MiB d, used again next, and not the 10 MiB s (8 + 10 MiB do not fit
- * in 16), which is used in host memory. Largest first, it was the other way round, and add(d)
- * used d in host memory too. The driver keeps none of the device here, so that e and f fit,
- * and nothing is restored ahead of need (LMS_PREFETCH=0), so that the call finds both d and s
- * evicted. */
+ * add(s), add(e), add(f), the 8 MiB d, used again next, and not the 10 MiB s, used again the
+ * step after (8 + 10 MiB do not fit in 16), which is used in host memory. Largest first, it
+ * was the other way round, and add(d) used d in host memory too. The driver keeps none of the
+ * device here, so that e and f fit, and nothing is restored ahead of need (LMS_PREFETCH=0),
+ * so that the call finds both d and s evicted. add(s) adds nothing: a use, whose bytes stay. */
 static int larger_call_keeps_what_comes_next(void)
 {
     const size_t small = 8 * MIB, large = 10 * MIB, other = 14 * MIB;
@@ -247,6 +247,7 @@ static int larger_call_keeps_what_comes_next(void)
             lms_test_stderr_begin();
         CU_OK(launch_copy_add(d, s, small, 1));
         CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, d, small, 1));
+        CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, s, large, 0));
         CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, e, other, 1));
         CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, f, other, 1));
         CU_OK(cuCtxSynchronize()); /* s, used in host memory, is then free to come back */
