@@ -1512,6 +1512,8 @@ static size_t planned_count[LMS_MAX_DEVICES];
 
 static void queue_planned(int d)
 {
+    if (!planned_count[d])
+        return;
     lms_device *ds = &R.dev[d];
     reap_evictions(d, 0);
     size_t done = 0;
@@ -1543,8 +1545,7 @@ static void queue_planned(int d)
 static void plan_evictions(int d)
 {
     lms_device *ds = &R.dev[d];
-    if (planned_count[d])
-        queue_planned(d);
+    queue_planned(d);
     if (!lms_policy_predicts(ds->policy))
         return;
     size_t capacity = ds->soft_limit > ds->plain ? ds->soft_limit - ds->plain : 0;
@@ -1609,7 +1610,7 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what, int copy_follow
         /* The evictions decided before the program's wait: queued, or planned and waiting
          * for the copy-out stream. Those planned go behind all the program waits for, but not
          * ahead of its copy. */
-        if (planned_count[d] && !copy_follows)
+        if (!copy_follows)
             queue_planned(d);
         size_t older = planned_count[d];
         for (const lms_block *a = ds->evicting; a; a = a->next_evicting)
@@ -1620,7 +1621,7 @@ void lms_host_waits(int (*awaited_done)(void *what), void *what, int copy_follow
             if (waited != CUDA_SUCCESS || finished == 0)
                 break;
             older -= finished < older ? finished : older;
-            if (planned_count[d] && !copy_follows)
+            if (!copy_follows)
                 queue_planned(d);
             prefetch(d, atomic_load(&R.step), ROOM_FREE);
         }
@@ -1769,8 +1770,7 @@ static void prefetch_for(const lms_call *call, uint64_t step)
         int d = call->held[i].alloc->device;
         if (!names_device(call, i))
             continue;
-        if (planned_count[d])
-            queue_planned(d);
+        queue_planned(d);
         prefetch(d, step, ROOM_EVICT);
     }
 }
