@@ -1424,13 +1424,13 @@ static CUresult use_on_host(lms_held *h)
 
 /* Queues, without waiting, the evictions that will give `bytes` of device d beyond what is
  * free and coming back already. */
-static void queue_room(int d, size_t bytes)
+static void queue_room(int d, size_t bytes, const char *reason)
 {
     lms_device *ds = &R.dev[d];
     reap_evictions(d, 0);
     size_t need = ds->resident + bytes, have = ds->soft_limit + coming_back(d);
     if (swapping() && need > have)
-        evict_victims(d, need - have, "demand");
+        evict_victims(d, need - have, reason);
 }
 
 /* Where a call does not fit on its device, an evicted allocation the learned loop uses again
@@ -1475,7 +1475,7 @@ static CUresult place_held(lms_call *call)
     }
     for (int d = 0; d < LMS_MAX_DEVICES; d++)
         if (coming[d])
-            queue_room(d, coming[d]);
+            queue_room(d, coming[d], "demand");
     for (size_t i = 0; i < call->held_count; i++) {
         lms_held *h = &call->held[i];
         lms_block *a = h->alloc;
@@ -1570,7 +1570,7 @@ static void prefetch(int d, uint64_t step, room_mode mode)
     reap_evictions(d, 0);
     double room_share = mode == ROOM_EVICT ? lms_policy_room_to_keep(ds->policy) : 0;
     if (room_share > 0)
-        queue_room(d, (size_t)((double)ds->soft_limit * room_share));
+        queue_room(d, (size_t)((double)ds->soft_limit * room_share), "room");
     lms_alloc_id ids[MAX_VICTIMS];
     size_t room = ds->soft_limit > ds->resident ? ds->soft_limit - ds->resident : 0;
     size_t n = lms_policy_prefetch_within(ds->policy, step + 1, room, ds->soft_limit / PREFETCH_WINDOW_SHARE,

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const reasons[] = { "limit", "demand", "prefetch", "oom-retry", "plan" };
+static const char *const reasons[] = { "limit", "demand", "room", "prefetch", "oom-retry", "plan" };
 #define REASONS (sizeof reasons / sizeof reasons[0])
 
 /* Counted by every device's threads at once (each device has a lock of its own), and read by

@@ -11,7 +11,8 @@ void lms_stats_demanded(int device, size_t demanded, size_t soft_limit);
 void lms_stats_host(size_t host_bytes);
 /* The bytes each device moves (copied out, copied in, used in host memory) are also counted by
  * its learned iterations, below. reason: "limit" (an allocation), "demand" (a call's restore),
- * "prefetch" (room for restoring ahead of need), "oom-retry" (the driver), "plan". */
+ * "room" (the room kept free ahead of need), "prefetch" (room for restoring ahead of need),
+ * "oom-retry" (the driver), "plan". */
 void lms_stats_evicted(int device, const char *reason, size_t bytes, uint64_t ns);
 void lms_stats_restored(int device, size_t bytes_copied, uint64_t ns);
 /* An eviction was taken back before it finished (its bytes still on the device): no restore. */
