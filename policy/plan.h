@@ -50,7 +50,24 @@
  * keeps that one's evictions, chosen by the rule from the residents Belady's choice settles
  * on. Neither is better everywhere: on the simulated H100 (128 MiB pieces, 2026-11-27), with
  * victims idle for a copy's time, from_cycle ran cifar10_full at 2x 1.1 % faster and unet3d
- * at 208^3 1.9 %, and cifar10_full at 1.1x 6.2 % slower; lookahead times both. */
+ * at 208^3 1.9 %, and cifar10_full at 1.1x 6.2 % slower; lookahead times both.
+ *
+ * With times the replay also follows the link to the device: each allocation it brings back
+ * for a step's use takes its copy's time there, ending before the step starts. While a step
+ * runs and the link would idle, it brings back ahead the evicted allocation needed soonest, if
+ * that one is needed within LMS_PLAN_RESTORE_AHEAD_COPIES of its copy's time and allocations
+ * idle long enough and needed after it leave it room; those are evicted for it, after their
+ * last uses, as the plan's. Belady's choice keeps all it can of what the next steps need, and
+ * what it must bring back then it brings back in a rush: at cifar10_full 1.1x the cap, the
+ * gradient of conv1's output went out when conv1's backward, its last use, had ended, and the
+ * next iteration's first convolution waited for its own output to come back into that room
+ * (8.8 ms of an iteration of 80.9). Here the pooled layers' tensors, idle since earlier in the
+ * backward pass, make the room during that long kernel. liblms's prefetch then finds it free
+ * and brings the allocation back early. */
+/* Measured on the simulated H100 (make bench-sim's runs, 2026-11-28), cifar10_full at 1.1x
+ * ran 11.0 % faster with 3 to 5, 6.7 % with 6, 9.4 % with 8, and 1.2 % slower with 2; unet3d at
+ * 208^3 the same with 2 to 4, 0.5 % faster with 5 to 8. */
+#define LMS_PLAN_RESTORE_AHEAD_COPIES 4
 typedef struct lms_plan_times {
     const uint64_t *end_ns;  /* per position: when its step ends, from the iteration's start,
                                 with no step waiting; end_ns[length - 1] is the iteration's

@@ -1117,10 +1117,10 @@ typedef struct plan_rule {
 } plan_rule;
 
 /* The plans, as plan_evictions says them, of a loop of `steps` steps of one or two allocations
- * of 100 bytes each (a second id of 0: none), each step taking 10 ns and a copy out 15, in
- * room for `capacity` bytes: one per rule. */
-static void loop_plans(const lms_alloc_id (*loop)[2], size_t steps, uint64_t capacity, const plan_rule *rules,
-                       size_t count, char (*said)[64])
+ * of 100 bytes each (a second id of 0: none), step s taking took_ns[s] (NULL: 10 ns each) and
+ * a copy 15, in room for `capacity` bytes: one per rule. */
+static void loop_plans(const lms_alloc_id (*loop)[2], const uint64_t *took_ns, size_t steps, uint64_t capacity,
+                       const plan_rule *rules, size_t count, char (*said)[64])
 {
     lms_iteration it = { 0 };
     uint64_t bytes[8], ends[8];
@@ -1128,7 +1128,7 @@ static void loop_plans(const lms_alloc_id (*loop)[2], size_t steps, uint64_t cap
         bail_out("a loop of more than 8 steps");
     for (size_t s = 0; s < steps; s++) {
         lms_iteration_add_step(&it, loop[s], loop[s][1] ? 2 : 1);
-        ends[s] = 10 * (s + 1);
+        ends[s] = (s ? ends[s - 1] : 0) + (took_ns ? took_ns[s] : 10);
     }
     if (!lms_iteration_index(&it) || it.distinct > 8)
         bail_out("cannot index the loop");
@@ -1156,7 +1156,7 @@ static void test_plan_victims(void)
     const lms_alloc_id loop[5][2] = { { 5, 2 }, { 5 }, { 4, 3 }, { 4 }, { 1 } };
     const plan_rule rules[3] = { { 0, 0 }, { 1, 0 }, { 2, 0 } };
     char said[3][64];
-    loop_plans(loop, 5, 400, rules, 3, said);
+    loop_plans(loop, NULL, 5, 400, rules, 3, said);
     is_str(said[0], "5@1 1@4 / 4@3", "Belady's plan: 5 after step 1 and 1 after step 4, then 4 after step 3");
     is_str(said[1], "2@0", "victims idle for one copy: 2 after step 0, every iteration");
     is_str(said[2], "5@1 3@2 1@4", "victims idle for two: three evictions");
@@ -1175,10 +1175,30 @@ static void test_plan_from_cycle(void)
     const lms_alloc_id loop[4][2] = { { 2, 1 }, { 4 }, { 1, 3 }, { 3, 1 } };
     const plan_rule rules[3] = { { 0, 0 }, { 1, 0 }, { 1, 1 } };
     char said[3][64];
-    loop_plans(loop, 4, 300, rules, 3, said);
+    loop_plans(loop, NULL, 4, 300, rules, 3, said);
     is_str(said[0], "2@0 3@3 / 4@1", "Belady's plan: 2 and 3, then 4, in a cycle of two iterations");
     is_str(said[1], "2@0 4@1 3@3", "victims idle for a copy, from the second iteration: 2, 4 and 3");
     is_str(said[2], "2@0 3@3", "from the first of Belady's cycle: 2 and 3, every iteration");
+}
+
+/* A plan with times brings back, during a long step, what the next steps need, into room made
+ * from an allocation idle long before and needed much later, as conv1's output comes back
+ * during conv1's backward pass in training. Steps {1, 2} 20 ns, {1, 3} 10, {3} 60, {4, 3} 10,
+ * {5} 10, {5, 2} 50, a copy 15 ns, room for four of the five. 1 is idle from step 1 to the
+ * next iteration's step 0; Belady's choice brings it back there, into the room of 5, needed
+ * furthest ahead (at step 4) and idle for a copy's time by the end of step 0: but 5 is in use
+ * until step 5 ends, so 1's copy in waits for 5's copy out. The link idles during step 5,
+ * which ends within four copies of 1's need: 1 comes back then, into the room of 4, idle since
+ * step 3 and needed only at step 3, 90 ns after 1. */
+static void test_plan_restore_ahead(void)
+{
+    const lms_alloc_id loop[6][2] = { { 1, 2 }, { 1, 3 }, { 3 }, { 4, 3 }, { 5 }, { 5, 2 } };
+    const uint64_t took_ns[6] = { 20, 10, 60, 10, 10, 50 };
+    const plan_rule rules[2] = { { 0, 0 }, { 1, 0 } };
+    char said[2][64];
+    loop_plans(loop, took_ns, 6, 400, rules, 2, said);
+    is_str(said[0], "1@1 5@5 / 4@3", "Belady's plan: 1 after step 1, and 5 after step 5 to bring it back");
+    is_str(said[1], "1@1 4@3", "with times: 4 after step 3 instead, and 1 comes back during step 5");
 }
 
 /* Steps {5, 2}, {5}, {4, 3}, {4}, {1} in room for four. Each step takes 10 ns and a copy out
@@ -1424,7 +1444,7 @@ static void test_cost(void)
 
 int main(void)
 {
-    plan(63);
+    plan(65);
     test_names();
     test_lru_until_learned();
     test_cycle();
@@ -1440,6 +1460,7 @@ int main(void)
     test_plan_training();
     test_plan_victims();
     test_plan_from_cycle();
+    test_plan_restore_ahead();
     test_plan_timed();
     test_plan_timed_cycle();
     test_plan_without_room();
