@@ -19,7 +19,12 @@ relaxes everything else in the schedule's favour, so it is a true lower bound of
   freely; bytes are fluid (no pieces, no 2 MiB granularity).
 - Each phase carries at most its length times each direction's rate, and both together at
   most the rate they carry while they overlap (the report's link_gbps); a kernel's bytes in
-  host memory take their share of both, as in the model.
+  host memory take their share of both, as in the model. The model gives a copy queued beside
+  one the other way what that one leaves: with --evictions-first the copies to the host keep
+  their rate and those to the device get the rest, as where every eviction is queued before
+  the restore its room is for (the H100 keeps its copies to the host near 51 GB/s whichever
+  was queued first); without it the two share the overlap as the schedule likes, as the model
+  allows where some restores are queued first.
 - A kernel needs the pieces liblms makes resident for it (the trace's uses) and the spans its
   cost reaches. If they fit the cap, it runs with all of them on the device, as liblms runs
   it; if not, with the rest in host memory, priced where its cost reaches them. Within an
@@ -218,10 +223,10 @@ def _sum(terms):
     return " + ".join(f"{c!r} {v}" for v, c in merged.items() if c) or None
 
 
-def linear_program(classes, kernels, cap_bytes, link, model):
+def linear_program(classes, kernels, cap_bytes, link, model, evictions_first=False):
     """The program in CPLEX LP form, in GB and ms: minimise the iteration's length. x{c}_{p}:
     the bytes of class c in host memory at the end of phase p; o and i, those copied out and
-    in during it; D{p}, its length."""
+    in during it; D{p}, its length. evictions_first: see the module's text."""
     gb = 1e-9
     sizes = [n * gb for n in classes.sizes]
     phases = 2 * len(kernels)  # kernel k is phase 2k, the gap after it 2k + 1
@@ -264,6 +269,9 @@ def linear_program(classes, kernels, cap_bytes, link, model):
                 per_ms["d2h"], p)
         at_most(f"h{p}", into + [(load * r, v) for r, v in read], per_ms["h2d"], p)
         at_most(f"b{p}", out + into + read + written, per_ms["overlap"], p)
+        if evictions_first:  # what one GB/ms out takes of the rate in: (55 - 37.4) / 55
+            beside = (per_ms["h2d"] - (per_ms["overlap"] - per_ms["d2h"])) / per_ms["d2h"]
+            at_most(f"e{p}", into + [(beside, v) for _, v in out], per_ms["h2d"], p)
         if kernel:
             flops = kernels[k].flops
             shortest = max(model["kernel_min_ns"], flops / (model["fp32_flops"] * model["kernel_efficiency"]) * 1e9)
@@ -301,7 +309,7 @@ def solve(program):
     return values
 
 
-def least_time(trace_path, timeline_path, report_path, cap_bytes, marker, iterations):
+def least_time(trace_path, timeline_path, report_path, cap_bytes, marker, iterations, evictions_first=False):
     """{"ns": the least iteration time, "bytes_copied": the bytes its schedule copies out and in,
     "bytes_in_host_memory": those its kernels use there}, per iteration; and "kernels", per
     kernel of the iteration: its name, how long the run waited before it and ran it
@@ -318,7 +326,7 @@ def least_time(trace_path, timeline_path, report_path, cap_bytes, marker, iterat
     except (KeyError, ValueError, TypeError) as e:
         raise NoBound(f"{trace_path} or {timeline_path}: an event lacks what it should say ({e!r})") from e
     classes = Classes(segments(allocations, kernels), kernels)
-    values = solve(linear_program(classes, kernels, cap_bytes, link, model))
+    values = solve(linear_program(classes, kernels, cap_bytes, link, model, evictions_first))
     phases = 2 * len(kernels)
 
     def copied(direction, p):
@@ -358,9 +366,12 @@ def main():
     parser.add_argument("iterations", type=int, help="the run's iterations")
     parser.add_argument("--by-kernel", action="store_true",
                         help="print the run's waits and kernels beside the fastest schedule's, kernel by kernel")
+    parser.add_argument("--evictions-first", action="store_true",
+                        help="copies to the host keep their rate beside those to the device, which get the rest")
     args = parser.parse_args()
     try:
-        least = least_time(args.trace, args.timeline, args.report, args.cap_mib << 20, args.marker, args.iterations)
+        least = least_time(args.trace, args.timeline, args.report, args.cap_mib << 20, args.marker, args.iterations,
+                           args.evictions_first)
     except NoBound as e:
         raise SystemExit(f"least_time.py: {e}")
     if args.by_kernel:
