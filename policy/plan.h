@@ -61,9 +61,9 @@
  * what it must bring back then it brings back in a rush: at cifar10_full 1.1x the cap, the
  * gradient of conv1's output went out when conv1's backward, its last use, had ended, and the
  * next iteration's first convolution waited for its own output to come back into that room
- * (8.8 ms of an iteration of 80.9). Here the pooled layers' tensors, idle since earlier in the
- * backward pass, make the room during that long kernel. liblms's prefetch then finds it free
- * and brings the allocation back early. */
+ * (8.8 ms of an iteration of 80.9). Here tensors of pool1's size that the backward pass used
+ * earlier make the room during that long kernel, and liblms's prefetch finds it free and
+ * brings conv1's output back then (cifar10_full at 1.1x 11.0 % faster). */
 /* Measured on the simulated H100 (make bench-sim's runs, 2026-11-28), cifar10_full at 1.1x
  * ran 11.0 % faster with 3 to 5, 6.7 % with 6, 9.4 % with 8, and 1.2 % slower with 2; unet3d at
  * 208^3 the same with 2 to 4, 0.5 % faster with 5 to 8. */
@@ -87,7 +87,8 @@ typedef struct lms_plan {
 
 /* Replays the iteration with capacity bytes; bytes[u] is the size of the allocation of
  * it->uses[u]. With times (may be NULL: Belady's choice alone), the victims are those whose
- * copy out fits in the time since their last use, where there are any. Returns 0 when memory
+ * copy out fits in the time since their last use, where there are any, and the replay brings
+ * back ahead while the link would idle (above). Returns 0 when memory
  * is short (the plan is then empty). */
 int lms_plan_make(lms_plan *plan, const lms_iteration *it, const uint64_t *bytes, uint64_t capacity,
                   const lms_plan_times *times);

@@ -83,7 +83,8 @@ enum lms_stats { LMS_STATS_OFF, LMS_STATS_TABLE, LMS_STATS_JSON };
       "each candidate eviction plan for three iterations and keep the fastest: Belady's, "      \
       "those that evict, of the allocations idle long enough for their copy out (0.5 or 1 "     \
       "copies' time), the one needed furthest ahead, so that a restore does not wait for the "  \
-      "copy out that frees its room (1 also from where Belady's choice settles), and the "     \
+      "copy out that frees its room (1 also from where Belady's choice settles), each also "   \
+      "making room ahead, while the link would idle, for what the next steps need, and the "   \
       "fastest of these with no room kept free ahead of restores; 0: Belady's plan")
 
 extern const char *const lms_mode_names[];
