@@ -1442,14 +1442,27 @@ static void queue_room(int d, size_t bytes, const char *reason)
  * less. */
 #define RESTORED_IF_REUSED_WITHIN 3
 
+/* Whether the learned loop uses allocation a of device d again within RESTORED_IF_REUSED_WITHIN
+ * steps after the call about to use it. */
+static int reused_soon(int d, const lms_block *a)
+{
+    uint64_t reuse = lms_policy_reuse_after_next(R.dev[d].policy, a->addr);
+    return reuse != UINT64_MAX && reuse <= RESTORED_IF_REUSED_WITHIN;
+}
+
 /* Makes the call's allocations resident. Where they do not all fit on their device, those
  * already there stay, the evicted ones go in while they fit, those the policy says are used
  * again soonest after the call first (then the largest: all alike under LRU), but none used
  * again only later than RESTORED_IF_REUSED_WITHIN steps on; the rest stay in host memory,
  * mapped at their addresses, for the call to read and write over PCIe (with host VMM only); so
  * does one whose backing queued work still uses there: restoring it would wait for that work.
- * The evictions that make room for every restore are queued before the first restore waits
- * for any, so that their copies follow one another. */
+ * A call that fits waits for that work where the learned loop uses the allocation again within
+ * RESTORED_IF_REUSED_WITHIN steps after it: left in host memory, it would cross the link in
+ * this call and the next, each kernel reading it there (on the simulated H100, make
+ * bench-sim's runs, 2026-11-28: cifar10_full at 8x and 12x the cap 5.0 and 3.6 % faster, the
+ * others the same; restored whatever its reuse, unet3d at 352^3 ran 2.8 % slower). The
+ * evictions that make room for every restore are queued before the first restore waits for
+ * any, so that their copies follow one another. */
 static CUresult place_held(lms_call *call)
 {
     size_t avail[LMS_MAX_DEVICES], coming[LMS_MAX_DEVICES] = { 0 };
@@ -1466,7 +1479,9 @@ static CUresult place_held(lms_call *call)
         if (a->place != LMS_EVICTED)
             continue;
         int worth_restoring = avail[d] == SIZE_MAX || h->reuse == UINT64_MAX || h->reuse <= RESTORED_IF_REUSED_WITHIN;
-        if (worth_restoring && a->padded <= avail[d] && !(a->host_mapped && !lms_swap_uses_done(&a->uses, 0))) {
+        int left_there = a->host_mapped && !lms_swap_uses_done(&a->uses, 0) &&
+                         (avail[d] != SIZE_MAX || !reused_soon(d, a));
+        if (worth_restoring && a->padded <= avail[d] && !left_there) {
             coming[d] += a->padded;
             avail[d] -= avail[d] != SIZE_MAX ? a->padded : 0;
         } else {
