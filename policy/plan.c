@@ -24,6 +24,12 @@ static double end_of(const lms_plan_times *times, uint64_t length, uint64_t t)
     return (double)(t / length) * (double)times->end_ns[length - 1] + (double)times->end_ns[t % length];
 }
 
+/* When the replay's step t starts: when the one before it ends. */
+static double start_of(const lms_plan_times *times, uint64_t length, uint64_t t)
+{
+    return t ? end_of(times, length, t - 1) : 0;
+}
+
 /* Where a replay marks its evictions: in the iterations from `first`, `period` of them, each
  * eviction at the victim's last use, in the plan's copy for the iteration of that use. */
 typedef struct marks {
@@ -110,7 +116,7 @@ static void evict_victims(replay_state *s, uint64_t now, uint64_t floor, const l
 static int bring_back(replay_state *s, replayed *v, uint64_t now, const lms_plan_times *times, int for_use)
 {
     if (times && for_use && v->node.slot != LMS_HEAP_OUT) { /* restored, not created */
-        double start = now ? end_of(times, s->it->length, now - 1) : 0, after = s->link_free + copy_ns(s, times, v);
+        double start = start_of(times, s->it->length, now), after = s->link_free + copy_ns(s, times, v);
         s->link_free = after > start ? after : start;
     }
     lms_heap_remove(&s->evicted, &v->node);
@@ -155,14 +161,14 @@ static uint64_t step_starting(const lms_plan_times *times, uint64_t length, doub
 static int restore_ahead(replay_state *s, uint64_t now, const lms_plan_times *times)
 {
     uint64_t length = s->it->length;
-    double start = now ? end_of(times, length, now - 1) : 0, end = end_of(times, length, now);
+    double start = start_of(times, length, now), end = end_of(times, length, now);
     if (s->link_free < start)
         s->link_free = start;
     while (s->evicted.count && s->link_free < end) {
         replayed *v = replayed_of(s->evicted.nodes[0]);
         uint64_t t = v->node.key;
         double copy = copy_ns(s, times, v);
-        double needed_at = end_of(times, length, t - 1), ahead = LMS_PLAN_RESTORE_AHEAD_COPIES * copy;
+        double needed_at = start_of(times, length, t), ahead = LMS_PLAN_RESTORE_AHEAD_COPIES * copy;
         uint64_t after = step_starting(times, length, needed_at + ahead), far = after > t + 1 ? after - 1 : t;
         if (needed_at - s->link_free > ahead || room_for(s, now, far, s->bytes[v - s->r], times) < s->bytes[v - s->r])
             break;

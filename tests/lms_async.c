@@ -348,7 +348,7 @@ static int fitting_call_after_larger(int used_again_next)
             lms_test_stderr_begin();
         CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, y, small, 0));
         CU_OK(launch_copy_add(y, x, small, 1));
-        if (loop == 0)
+        if (loop == 0) /* copy_add is registered at its first launch */
             sim_set_kernel_cost(copy_add_kernel, slow_copy_add);
         CU_OK(lms_test_launch(lms_test_add_kernel(), NULL, x, large, 1));
         if (used_again_next)

@@ -231,6 +231,8 @@ def linear_program(classes, kernels, cap_bytes, link, model, evictions_first=Fal
     sizes = [n * gb for n in classes.sizes]
     phases = 2 * len(kernels)  # kernel k is phase 2k, the gap after it 2k + 1
     per_ms = {d: link[d] * 1e-3 for d in ("h2d", "d2h", "overlap")}  # GB per ms
+    # With evictions first, what one GB/ms out takes of the rate in: (55 - 37.4) / 55.
+    beside = (per_ms["h2d"] - (per_ms["overlap"] - per_ms["d2h"])) / per_ms["d2h"]
     zero_copy_per_ms = model["zero_copy_bytes"] * gb * 1e-3
     hbm_per_ms = model["hbm_bytes"] * model["kernel_efficiency"] * gb * 1e-3
     load, request = model["zero_copy_direction_load"], model["zero_copy_read_request_load"]
@@ -269,8 +271,7 @@ def linear_program(classes, kernels, cap_bytes, link, model, evictions_first=Fal
                 per_ms["d2h"], p)
         at_most(f"h{p}", into + [(load * r, v) for r, v in read], per_ms["h2d"], p)
         at_most(f"b{p}", out + into + read + written, per_ms["overlap"], p)
-        if evictions_first:  # what one GB/ms out takes of the rate in: (55 - 37.4) / 55
-            beside = (per_ms["h2d"] - (per_ms["overlap"] - per_ms["d2h"])) / per_ms["d2h"]
+        if evictions_first:
             at_most(f"e{p}", into + [(beside, v) for _, v in out], per_ms["h2d"], p)
         if kernel:
             flops = kernels[k].flops
